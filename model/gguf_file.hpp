@@ -67,6 +67,8 @@ class GgufFile {
   uint32_t version() const;
   uint64_t file_size() const;
   uint64_t alignment() const;
+  // Absolute file offset of the data section (tensor offsets are absolute already).
+  uint64_t data_offset() const;
 
   // Metadata, in file order.
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const;

@@ -1,0 +1,102 @@
+#include "gpu/backend.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu/cpu/cpu_backend.hpp"
+#include "gpu/device.hpp"
+
+namespace pagoda::gpu {
+
+void DeviceBuffer::reset() noexcept {
+  if (ptr_ != nullptr && owner_ != nullptr) owner_->release(ptr_, bytes_);
+  owner_ = nullptr;
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+namespace {
+
+Result<void> validate_kv_spec(const KvCacheSpec& s) {
+  if (s.num_layers <= 0 || s.num_kv_heads <= 0 || s.head_dim <= 0) {
+    return make_error("kv cache: num_layers, num_kv_heads and head_dim must be > 0");
+  }
+  if (s.block_size != 8 && s.block_size != 16 && s.block_size != 32) {
+    return make_error("kv cache: block_size must be 8, 16 or 32, got " +
+                      std::to_string(s.block_size));
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<KvCache> Backend::create_kv_cache(const KvCacheSpec& spec, int64_t num_blocks) {
+  if (auto ok = validate_kv_spec(spec); !ok) return ok.error();
+  if (num_blocks <= 0) return make_error("kv cache: num_blocks must be > 0");
+  const KvCacheLayout layout = spec.layout(num_blocks);
+  const size_t layer_bytes = size_t(layout.layer_elements() * kv_dtype_bytes(spec.dtype));
+  std::vector<DeviceBuffer> k, v;
+  std::vector<void*> ptrs(size_t(2 * spec.num_layers));
+  for (int32_t l = 0; l < spec.num_layers; ++l) {
+    for (auto* list : {&k, &v}) {
+      auto buf = allocate(layer_bytes);
+      if (!buf) {
+        return make_error("kv cache: allocating layer " + std::to_string(l) + " (" +
+                          std::to_string(layer_bytes) + " bytes) failed: " + buf.error().message);
+      }
+      list->push_back(std::move(buf).value());
+    }
+    ptrs[size_t(l)] = k.back().data();
+    ptrs[size_t(spec.num_layers + l)] = v.back().data();
+  }
+  auto table = allocate(ptrs.size() * sizeof(void*));
+  if (!table) return make_error("kv cache: layer pointer table: " + table.error().message);
+  if (auto up = upload(*table, 0, ptrs.data(), ptrs.size() * sizeof(void*)); !up) {
+    return up.error();
+  }
+  return KvCache(spec, num_blocks, std::move(k), std::move(v), std::move(table).value());
+}
+
+Result<KvCache> Backend::create_kv_cache_for_budget(const KvCacheSpec& spec,
+                                                    uint64_t budget_bytes) {
+  if (auto ok = validate_kv_spec(spec); !ok) return ok.error();
+  int64_t blocks = spec.blocks_for_budget(budget_bytes);
+  if (blocks <= 0) {
+    return make_error("kv cache: budget of " + std::to_string(budget_bytes) +
+                      " bytes is below one block (" +
+                      std::to_string(spec.bytes_per_block_all_layers()) + " bytes)");
+  }
+  return create_kv_cache(spec, blocks);
+}
+
+Result<RopeTable> Backend::create_rope_table(const RopeConfig& config) {
+  if (auto ok = validate_rope_config(config); !ok) return ok.error();
+  std::vector<float> inv_freq = rope_inv_freq(config);
+  const size_t bytes = inv_freq.size() * sizeof(float);
+  auto buf = allocate(bytes);
+  if (!buf) return make_error("rope table: " + buf.error().message);
+  if (auto up = upload(*buf, 0, inv_freq.data(), bytes); !up) return up.error();
+  return RopeTable(config, std::move(buf).value());
+}
+
+Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions& options) {
+  if (kind == BackendKind::kCuda || kind == BackendKind::kAuto) {
+    DeviceInfo info = probe_devices();
+    // ---- CUDA HOOK -----------------------------------------------------------
+    // When gpu/cuda has a CudaBackend, construct it here if info.device_count > 0:
+    //   #ifdef PAGODA_HAVE_CUDA
+    //   if (info.device_count > 0) return cuda::make_cuda_backend(options);
+    //   #endif
+    // ---------------------------------------------------------------------------
+    if (kind == BackendKind::kCuda) {
+      std::string why = info.device_count > 0 ? "the CUDA backend is not implemented yet"
+                                              : info.reason;
+      return make_error("CUDA backend unavailable: " + why);
+    }
+  }
+  std::unique_ptr<Backend> cpu = std::make_unique<cpu::CpuBackend>(options);
+  return cpu;
+}
+
+}  // namespace pagoda::gpu

@@ -1,0 +1,98 @@
+// Backend: the compute layer's one interface. Each op of gpu/ops.hpp is one
+// virtual; the CPU backend (gpu/cpu/cpu_backend.hpp) runs them on host threads,
+// a CUDA backend (gpu/cuda, later) enqueues kernels on its stream.
+//
+// Memory: the backend owns its memory; callers hold DeviceBuffers (RAII) and
+// pass raw pointers from them in the op params. Allocation failure is a value
+// (Result), never an exception.
+//
+// Ordering and threads: ops and transfers are issued by one thread at a time
+// (the executor). They execute in issue order; on CUDA they may be
+// asynchronous, and download() and synchronize() wait for everything issued
+// before. The CPU backend runs each call to completion before returning.
+// Ops are infallible (preconditions are the caller's; debug builds assert),
+// except matmul, which reports an unsupported weight format as an Error.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "gpu/device_buffer.hpp"
+#include "gpu/kv_cache.hpp"
+#include "gpu/ops.hpp"
+#include "gpu/result.hpp"
+#include "gpu/rope_table.hpp"
+
+namespace pagoda::gpu {
+
+enum class BackendKind { kAuto, kCpu, kCuda };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  virtual BackendKind kind() const = 0;
+  virtual std::string_view name() const = 0;
+  // True when data() of this backend's buffers may be dereferenced on the host.
+  virtual bool host_accessible() const = 0;
+
+  // ---- memory -----------------------------------------------------------------
+  // bytes == 0 gives an empty buffer. Alignment: at least 256 bytes.
+  virtual Result<DeviceBuffer> allocate(size_t bytes) = 0;
+  // Copies host bytes into dst at dst_offset / device bytes out of src. An
+  // out-of-range (offset, bytes) is an Error; nothing is copied then.
+  virtual Result<void> upload(DeviceBuffer& dst, size_t dst_offset, const void* src,
+                              size_t bytes) = 0;
+  virtual Result<void> download(const DeviceBuffer& src, size_t src_offset, void* dst,
+                                size_t bytes) = 0;
+  // Waits until every op issued so far has finished.
+  virtual void synchronize() = 0;
+
+  // A KV cache of exactly num_blocks blocks (> 0) per layer.
+  Result<KvCache> create_kv_cache(const KvCacheSpec& spec, int64_t num_blocks);
+  // As many blocks as budget_bytes holds: budget / spec.bytes_per_block_all_layers().
+  Result<KvCache> create_kv_cache_for_budget(const KvCacheSpec& spec, uint64_t budget_bytes);
+  // The inverse frequencies of a rope config, computed on the host and uploaded.
+  Result<RopeTable> create_rope_table(const RopeConfig& config);
+
+  // ---- ops (see gpu/ops.hpp for the exact semantics) --------------------------
+  virtual void embedding(const EmbeddingParams& p) = 0;
+  virtual void rms_norm(const RmsNormParams& p) = 0;
+  virtual void rope(const RopeParams& p) = 0;
+  virtual void silu_mul(const SiluMulParams& p) = 0;
+  virtual void kv_cache_write(const KvCacheWriteParams& p) = 0;
+  virtual void paged_attention(const PagedAttentionParams& p) = 0;
+  virtual void copy_blocks(const CopyBlocksParams& p) = 0;
+  virtual void sample(const SamplingParams& p) = 0;
+  // Slot for the GEMMs (gpu/cpu/quant_matmul, cuBLAS): wired by the lead.
+  virtual Result<void> matmul(const MatmulParams& p) = 0;
+
+ protected:
+  // Implementations wrap a fresh allocation into a DeviceBuffer that will call
+  // release(ptr, bytes) on destruction.
+  DeviceBuffer wrap_allocation(void* ptr, size_t bytes) { return DeviceBuffer(this, ptr, bytes); }
+  // Frees memory handed out by allocate(); never fails.
+  virtual void release(void* ptr, size_t bytes) noexcept = 0;
+
+ private:
+  friend class DeviceBuffer;
+};
+
+// Options for make_backend. memory_limit_bytes caps what the CPU backend will
+// allocate (0 = no cap: allocation fails only when the system refuses);
+// cpu_threads sizes a private thread pool (0 = the process-wide pool).
+struct BackendOptions {
+  uint64_t memory_limit_bytes = 0;
+  size_t cpu_threads = 0;
+};
+
+// kCpu: the CPU backend. kCuda: the CUDA backend, or an Error when the build
+// has no CUDA or no device is usable. kAuto: CUDA when usable, else CPU.
+Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions& options = {});
+
+}  // namespace pagoda::gpu

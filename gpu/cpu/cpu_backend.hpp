@@ -1,0 +1,69 @@
+// CpuBackend: the Backend that runs every op on host threads (gpu/cpu/*.cpp).
+// Its "device memory" is host memory (host_accessible() is true), allocated
+// 256-byte aligned and capped by BackendOptions::memory_limit_bytes when set.
+//
+// Thread-safety: as for every Backend, one issuing thread at a time; allocate
+// and release are additionally safe from any thread (the byte counter is
+// atomic), so buffers may be destroyed elsewhere.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "gpu/backend.hpp"
+#include "gpu/cpu/cpu_ops.hpp"
+#include "gpu/cpu/quant_matmul.hpp"
+#include "gpu/cpu/thread_pool.hpp"
+
+namespace pagoda::gpu::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& options = {});
+  ~CpuBackend() override;
+
+  BackendKind kind() const override { return BackendKind::kCpu; }
+  std::string_view name() const override { return "cpu"; }
+  bool host_accessible() const override { return true; }
+  ThreadPool& pool() { return *pool_; }
+  uint64_t allocated_bytes() const { return allocated_.load(); }
+
+  Result<DeviceBuffer> allocate(size_t bytes) override;
+  Result<void> upload(DeviceBuffer& dst, size_t dst_offset, const void* src,
+                      size_t bytes) override;
+  Result<void> download(const DeviceBuffer& src, size_t src_offset, void* dst,
+                        size_t bytes) override;
+  void synchronize() override {}
+
+  void embedding(const EmbeddingParams& p) override { cpu::embedding(p, *pool_); }
+  void rms_norm(const RmsNormParams& p) override { cpu::rms_norm(p, *pool_); }
+  void rope(const RopeParams& p) override { cpu::rope(p, *pool_); }
+  void silu_mul(const SiluMulParams& p) override { cpu::silu_mul(p, *pool_); }
+  void kv_cache_write(const KvCacheWriteParams& p) override { cpu::kv_cache_write(p, *pool_); }
+  void paged_attention(const PagedAttentionParams& p) override {
+    cpu::paged_attention(p, *pool_, attention_scratch_);
+  }
+  void copy_blocks(const CopyBlocksParams& p) override { cpu::copy_blocks(p, *pool_); }
+  void sample(const SamplingParams& p) override { cpu::sample(p, *pool_, sampling_scratch_); }
+  // cpu::matmul (gpu/cpu/quant_matmul.hpp): F32 -> OpenBLAS, Q8_0/Q4_0/Q4_1 ->
+  // int8 kernels; F16/BF16 are an Error (convert them at load). Rows of x that
+  // are x_stride != K apart are first packed into a grow-only scratch; the
+  // bias, when given, is added afterwards. Errors: x_stride < K, bad shapes.
+  Result<void> matmul(const MatmulParams& p) override;
+
+ protected:
+  void release(void* ptr, size_t bytes) noexcept override;
+
+ private:
+  std::unique_ptr<ThreadPool> own_pool_;
+  ThreadPool* pool_ = nullptr;
+  uint64_t limit_ = 0;
+  std::atomic<uint64_t> allocated_{0};
+  AttentionScratch attention_scratch_;
+  SamplingScratch sampling_scratch_;
+  MatmulScratch matmul_scratch_;
+  std::vector<float> matmul_packed_x_;  // [M, K] when x rows are strided
+};
+
+}  // namespace pagoda::gpu::cpu

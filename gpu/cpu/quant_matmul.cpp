@@ -1,0 +1,199 @@
+#include "gpu/cpu/quant_matmul.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "gpu/cpu/gemm_f32.hpp"
+#include "gpu/quant_format.hpp"
+
+namespace pagoda::gpu::cpu {
+
+namespace detail {
+
+namespace {
+
+// Blocks whose largest magnitude is below this quantize to zero.
+constexpr float kTinyBlock = 1e-30f;
+
+void quantize_block(const float* x, ActBlock& out) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int j = 0; j < kQuantBlock; ++j) {
+    finite = finite && std::isfinite(x[j]);
+    amax = std::max(amax, std::fabs(x[j]));
+  }
+  if (!finite) {
+    out = ActBlock{std::nanf(""), std::nanf(""), {}};
+    return;
+  }
+  if (amax < kTinyBlock) {  // keeps d normal and 1/d finite
+    out = ActBlock{0.0f, 0.0f, {}};
+    return;
+  }
+  const float d = amax / 127.0f;
+  const float id = 1.0f / d;
+  int sum = 0;
+  for (int j = 0; j < kQuantBlock; ++j) {
+    // |x·id| <= 127 up to one rounding; the clamp only guards that rounding.
+    const float q = std::clamp(std::nearbyint(x[j] * id), -127.0f, 127.0f);
+    out.qs[j] = static_cast<int8_t>(q);
+    sum += out.qs[j];
+  }
+  out.d = d;
+  out.s = d * static_cast<float>(sum);
+}
+
+// Dot product of one weight row (nb blocks) with one activation row, exactly
+// the math described in quant_matmul.hpp, summed block by block.
+float dot_q8_0(const BlockQ8_0* w, const ActBlock* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQuantBlock; ++j) isum += w[b].qs[j] * a[b].qs[j];
+    acc += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(isum);
+  }
+  return acc;
+}
+
+float dot_q4_0(const BlockQ4_0* w, const ActBlock* a, int64_t nb) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQuantBlock / 2; ++j) {
+      isum += ((w[b].qs[j] & 0xF) - 8) * a[b].qs[j];
+      isum += ((w[b].qs[j] >> 4) - 8) * a[b].qs[j + 16];
+    }
+    acc += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(isum);
+  }
+  return acc;
+}
+
+float dot_q4_1(const BlockQ4_1* w, const ActBlock* a, int64_t nb) {
+  float acc = 0.0f, macc = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQuantBlock / 2; ++j) {
+      isum += (w[b].qs[j] & 0xF) * a[b].qs[j];
+      isum += (w[b].qs[j] >> 4) * a[b].qs[j + 16];
+    }
+    acc += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(isum);
+    macc += fp16_to_fp32(w[b].m) * a[b].s;
+  }
+  return acc + macc;
+}
+
+}  // namespace
+
+void quantize_activations(const float* x, int64_t M, int64_t K, ActBlock* out) {
+  const int64_t nb = K / kQuantBlock;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t b = 0; b < nb; ++b) quantize_block(x + m * K + b * kQuantBlock, out[m * nb + b]);
+  }
+}
+
+void quant_tile_scalar(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                       int64_t m1, int64_t n0, int64_t n1) {
+  const int64_t nb = w.k / kQuantBlock;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t row_bytes = w.row_bytes();
+  for (int64_t m = m0; m < m1; ++m) {
+    const ActBlock* a = act + m * nb;
+    for (int64_t n = n0; n < n1; ++n) {
+      const uint8_t* row = base + n * row_bytes;
+      float v = 0.0f;
+      switch (w.format) {
+        case WeightFormat::Q8_0: v = dot_q8_0(reinterpret_cast<const BlockQ8_0*>(row), a, nb); break;
+        case WeightFormat::Q4_0: v = dot_q4_0(reinterpret_cast<const BlockQ4_0*>(row), a, nb); break;
+        case WeightFormat::Q4_1: v = dot_q4_1(reinterpret_cast<const BlockQ4_1*>(row), a, nb); break;
+        default: break;
+      }
+      y[m * w.n + n] = v;
+    }
+  }
+}
+
+bool cpu_supports_avx2_kernel() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return has;
+}
+
+}  // namespace detail
+
+namespace {
+
+// Tile sizes of the parallel split: rows of x × rows of W per task.
+constexpr int64_t kTileM = 64;
+constexpr int64_t kTileN = 32;
+// Rows of x quantized per pool chunk.
+constexpr size_t kQuantizeRowsPerChunk = 16;
+
+struct QuantArgs {
+  const LinearWeight* w;
+  const float* x;
+  detail::ActBlock* act;
+  float* y;
+  int64_t M, tiles_n;
+  decltype(&detail::quant_tile_scalar) tile;
+};
+
+}  // namespace
+
+QuantIsa best_quant_isa() {
+  return detail::cpu_supports_avx2_kernel() ? QuantIsa::Avx2 : QuantIsa::Scalar;
+}
+
+bool quant_isa_supported(QuantIsa isa) {
+  return isa == QuantIsa::Scalar || detail::cpu_supports_avx2_kernel();
+}
+
+Result<void> quant_matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
+                          MatmulScratch& scratch, QuantIsa isa, ThreadPool& pool) {
+  if (w.format != WeightFormat::Q8_0 && w.format != WeightFormat::Q4_0 &&
+      w.format != WeightFormat::Q4_1) {
+    return make_error("quant_matmul: unsupported weight format " +
+                      std::string(format_name(w.format)));
+  }
+  if (w.k % kQuantBlock != 0 || w.n <= 0) return make_error("quant_matmul: bad weight shape");
+  if (!quant_isa_supported(isa)) return make_error("quant_matmul: CPU lacks AVX2/FMA/F16C");
+  if (M <= 0) return {};
+  const int64_t nb = w.k / kQuantBlock;
+  detail::ActBlock* act = scratch.activation_blocks(static_cast<size_t>(M * nb));
+  QuantArgs a{&w, x, act, y, M, (w.n + kTileN - 1) / kTileN,
+              isa == QuantIsa::Avx2 ? &detail::quant_tile_avx2 : &detail::quant_tile_scalar};
+  pool.parallel_for(static_cast<size_t>(M), [&a](size_t m0, size_t m1) {
+    const int64_t K = a.w->k;
+    detail::quantize_activations(a.x + m0 * K, static_cast<int64_t>(m1 - m0), K,
+                                 a.act + m0 * (K / kQuantBlock));
+  }, kQuantizeRowsPerChunk);
+  const int64_t tiles = (M + kTileM - 1) / kTileM * a.tiles_n;
+  pool.parallel_for(static_cast<size_t>(tiles), [&a](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      const int64_t m0 = static_cast<int64_t>(t) / a.tiles_n * kTileM;
+      const int64_t n0 = static_cast<int64_t>(t) % a.tiles_n * kTileN;
+      a.tile(*a.w, a.act, a.y, m0, std::min(a.M, m0 + kTileM), n0,
+             std::min(a.w->n, n0 + kTileN));
+    }
+  });
+  return {};
+}
+
+Result<void> matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
+                    MatmulScratch& scratch, ThreadPool& pool) {
+  switch (w.format) {
+    case WeightFormat::F32:
+      gemm_f32(x, static_cast<const float*>(w.data), y, M, w.n, w.k, pool);
+      return {};
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0:
+    case WeightFormat::Q4_1:
+      return quant_matmul(w, x, y, M, scratch, best_quant_isa(), pool);
+    case WeightFormat::F16:
+    case WeightFormat::BF16: break;
+  }
+  return make_error("matmul: " + std::string(format_name(w.format)) +
+                    " weights must be converted to F32 at load");
+}
+
+}  // namespace pagoda::gpu::cpu

@@ -1,0 +1,224 @@
+// CudaBackend: memory, transfers, error bookkeeping and the op forwarding (see
+// cuda_backend.hpp for the contracts). prepare_weight lives in
+// prepare_weight.cu, the kernels in the per-op .cu files.
+#include "gpu/cuda/cuda_backend.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+#include <utility>
+
+#include "gpu/cuda/cuda_check.cuh"
+#include "gpu/cuda/cuda_ops.cuh"
+#include "gpu/cuda/cuda_probe.hpp"
+
+namespace pagoda::gpu::cuda {
+
+namespace {
+
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // Hopper's recommendation
+
+Result<void> check_range(size_t buffer_bytes, size_t offset, size_t bytes, const char* what) {
+  if (offset > buffer_bytes || bytes > buffer_bytes - offset) {
+    return make_error(std::string("cuda ") + what + ": range [" + std::to_string(offset) +
+                      ", +" + std::to_string(bytes) + ") is outside a buffer of " +
+                      std::to_string(buffer_bytes) + " bytes");
+  }
+  return {};
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const BackendOptions& options) : limit_(options.memory_limit_bytes) {}
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const BackendOptions& options) {
+  const ProbeResult probed = probe();
+  if (probed.device_count == 0) {
+    return make_error("cuda backend: no usable device: " + probed.error);
+  }
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(options));
+  PAGODA_CUDA_TRY(backend->init());
+  return Result<std::unique_ptr<CudaBackend>>(std::move(backend));
+}
+
+Result<void> CudaBackend::init() {
+  PAGODA_CUDA_TRY(check_cuda(cudaSetDevice(device_), "cudaSetDevice"));
+  cudaDeviceProp prop{};
+  PAGODA_CUDA_TRY(check_cuda(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties"));
+  name_ = std::string("cuda:") + prop.name;
+  sm_count_ = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+  cudaStream_t stream = nullptr;
+  PAGODA_CUDA_TRY(check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                             "cudaStreamCreateWithFlags"));
+  stream_ = stream;
+  cublasHandle_t handle = nullptr;
+  PAGODA_CUDA_TRY(check_cublas(cublasCreate(&handle), "cublasCreate"));
+  cublas_ = handle;
+  PAGODA_CUDA_TRY(check_cublas(cublasSetStream(cublas_, stream_), "cublasSetStream"));
+  PAGODA_CUDA_TRY(check_cublas(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH),
+                               "cublasSetMathMode"));
+  auto ws = ensure(cublas_workspace_, kCublasWorkspaceBytes);
+  if (!ws) return ws.error();
+  PAGODA_CUDA_TRY(check_cublas(cublasSetWorkspace(cublas_, *ws, kCublasWorkspaceBytes),
+                               "cublasSetWorkspace"));
+  return {};
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  for (Scratch* s : {&cublas_workspace_, &attention_scratch_, &sampling_scratch_,
+                     &matmul_scratch_}) {
+    free_scratch(*s);
+  }
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  cudaGetLastError();
+}
+
+// ---- errors ---------------------------------------------------------------------
+
+void CudaBackend::record(const Result<void>& r) {
+  if (!r && !pending_) pending_ = r.error();
+}
+
+Result<void> CudaBackend::take_error() {
+  if (!pending_) return {};
+  Error e = std::move(*pending_);
+  pending_.reset();
+  return e;
+}
+
+void CudaBackend::synchronize() {
+  record(check_cuda(cudaStreamSynchronize(stream_), "synchronize (an earlier kernel failed)"));
+}
+
+Result<void> CudaBackend::check() {
+  synchronize();
+  return take_error();
+}
+
+// ---- memory ---------------------------------------------------------------------
+
+Result<DeviceBuffer> CudaBackend::allocate(size_t bytes) {
+  if (bytes == 0) return DeviceBuffer();
+  const uint64_t before = allocated_.fetch_add(bytes);
+  if (limit_ != 0 && before + bytes > limit_) {
+    allocated_.fetch_sub(bytes);
+    return make_error("cuda backend: allocating " + std::to_string(bytes) +
+                      " bytes would exceed the memory limit of " + std::to_string(limit_) +
+                      " (" + std::to_string(before) + " in use)");
+  }
+  void* ptr = nullptr;
+  cudaError_t err = cudaSetDevice(device_);
+  if (err == cudaSuccess) err = cudaMalloc(&ptr, bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // an out-of-memory error is not sticky: clear it
+    allocated_.fetch_sub(bytes);
+    const std::string what = "cudaMalloc of " + std::to_string(bytes) + " bytes";
+    return cuda_error(what.c_str(), err);
+  }
+  return wrap_allocation(ptr, bytes);
+}
+
+void CudaBackend::release(void* ptr, size_t bytes) noexcept {
+  cudaSetDevice(device_);
+  cudaStreamSynchronize(stream_);  // ops issued earlier may still use the memory
+  cudaFree(ptr);
+  cudaGetLastError();
+  allocated_.fetch_sub(bytes);
+}
+
+Result<void*> CudaBackend::ensure(Scratch& s, size_t bytes) {
+  if (bytes <= s.bytes) return s.ptr;
+  free_scratch(s);
+  const size_t want = bytes + bytes / 4;  // some headroom against regrowth
+  void* ptr = nullptr;
+  if (cudaMalloc(&ptr, want) != cudaSuccess) {
+    cudaGetLastError();
+    PAGODA_CUDA_TRY(check_cuda(cudaMalloc(&ptr, bytes), "cudaMalloc (scratch)"));
+    s.bytes = bytes;
+  } else {
+    s.bytes = want;
+  }
+  s.ptr = ptr;
+  return ptr;
+}
+
+void CudaBackend::free_scratch(Scratch& s) noexcept {
+  if (s.ptr == nullptr) return;
+  cudaStreamSynchronize(stream_);
+  cudaFree(s.ptr);
+  cudaGetLastError();
+  s = Scratch{};
+}
+
+Result<DeviceMemoryInfo> CudaBackend::memory_info() {
+  size_t free_bytes = 0, total_bytes = 0;
+  PAGODA_CUDA_TRY(check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  return DeviceMemoryInfo{free_bytes, total_bytes};
+}
+
+// ---- transfers ------------------------------------------------------------------
+
+Result<void> CudaBackend::upload(DeviceBuffer& dst, size_t dst_offset, const void* src,
+                                 size_t bytes) {
+  PAGODA_CUDA_TRY(check_range(dst.size(), dst_offset, bytes, "upload"));
+  if (bytes == 0) return {};
+  PAGODA_CUDA_TRY(check_cuda(cudaMemcpyAsync(static_cast<char*>(dst.data()) + dst_offset, src,
+                                             bytes, cudaMemcpyHostToDevice, stream_),
+                             "upload"));
+  return check_cuda(cudaStreamSynchronize(stream_), "upload (or an earlier op)");
+}
+
+Result<void> CudaBackend::download(const DeviceBuffer& src, size_t src_offset, void* dst,
+                                   size_t bytes) {
+  PAGODA_CUDA_TRY(check_range(src.size(), src_offset, bytes, "download"));
+  if (bytes > 0) {
+    record(check_cuda(cudaMemcpyAsync(dst, static_cast<const char*>(src.data()) + src_offset,
+                                      bytes, cudaMemcpyDeviceToHost, stream_),
+                      "download"));
+  }
+  synchronize();
+  return take_error();
+}
+
+// ---- ops --------------------------------------------------------------------------
+
+void CudaBackend::embedding(const EmbeddingParams& p) { record(launch_embedding(p, stream_)); }
+void CudaBackend::rms_norm(const RmsNormParams& p) { record(launch_rms_norm(p, stream_)); }
+void CudaBackend::rope(const RopeParams& p) { record(launch_rope(p, stream_)); }
+void CudaBackend::silu_mul(const SiluMulParams& p) { record(launch_silu_mul(p, stream_)); }
+void CudaBackend::copy_blocks(const CopyBlocksParams& p) {
+  record(launch_copy_blocks(p, stream_));
+}
+void CudaBackend::kv_cache_write(const KvCacheWriteParams& p) {
+  record(launch_kv_cache_write(p, stream_));
+}
+
+void CudaBackend::paged_attention(const PagedAttentionParams& p) {
+  const int32_t partition = attention_partition_size(p, sm_count_);
+  auto scratch = ensure(attention_scratch_, attention_scratch_bytes(p, partition));
+  if (!scratch) return record(scratch.error());
+  record(launch_paged_attention(p, partition, *scratch, stream_));
+}
+
+void CudaBackend::sample(const SamplingParams& p) {
+  auto scratch = ensure(sampling_scratch_, sampling_scratch_bytes(p));
+  if (!scratch) return record(scratch.error());
+  record(launch_sample(p, *scratch, stream_));
+}
+
+Result<void> CudaBackend::matmul(const MatmulParams& p) {
+  auto scratch = ensure(matmul_scratch_, matmul_scratch_bytes(p));
+  if (!scratch) return scratch.error();
+  return run_matmul(p, cublas_, *scratch, stream_);
+}
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options) {
+  auto backend = CudaBackend::create(options);
+  if (!backend) return backend.error();
+  return Result<std::unique_ptr<Backend>>(std::unique_ptr<Backend>(std::move(backend).value()));
+}
+
+}  // namespace pagoda::gpu::cuda

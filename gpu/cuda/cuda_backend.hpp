@@ -1,0 +1,128 @@
+// CudaBackend: the Backend (gpu/backend.hpp) that runs every op as CUDA
+// kernels (gpu/cuda/*.cu) and the GEMMs through cuBLAS, on device 0.
+//
+// Memory: allocate() is cudaMalloc (256-byte aligned), capped by
+// BackendOptions::memory_limit_bytes when set; host_accessible() is false.
+// Scratch for split-K attention, sampling and matmul is grow-only, owned by
+// the backend and not counted against the cap.
+//
+// Ordering: everything runs on one non-blocking stream in issue order. Ops
+// return at once (asynchronous). upload() waits until its bytes have reached
+// the device (so the caller may reuse its host memory at once; v1: it also
+// waits for the ops issued before it); download() waits for everything issued
+// before it and for its own copy.
+//
+// Errors: allocate/upload/download/prepare_weight/matmul return them. The void
+// ops record the first failure (an unsupported shape, a launch error) and
+// synchronize() records asynchronous kernel faults; the recorded error is
+// returned (once) by the next download() or check(). No call aborts.
+//
+// Thread-safety: like every Backend, one issuing thread at a time; allocate
+// and buffer release are also safe from other threads.
+//
+// This header includes no CUDA header (stream and cuBLAS handle are forward
+// declared), so plain C++ code may include it; it is compiled only with
+// PAGODA_CUDA (PAGODA_HAVE_CUDA is defined then).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "gpu/backend.hpp"
+#include "gpu/weight_format.hpp"
+
+struct CUstream_st;    // = cudaStream_t's pointee
+struct cublasContext;  // = cublasHandle_t's pointee
+
+namespace pagoda::gpu::cuda {
+
+// A weight on the device in a format the CUDA matmul takes (BF16 or F32);
+// `weight` views `storage`. Pass `weight` in MatmulParams. Move-only; must
+// not outlive its backend.
+struct DeviceWeight {
+  LinearWeight weight;
+  DeviceBuffer storage;
+};
+
+struct DeviceMemoryInfo {
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // An Error when no device is usable (no driver, no device) or when the
+  // stream, cuBLAS handle or workspace cannot be created.
+  static Result<std::unique_ptr<CudaBackend>> create(const BackendOptions& options);
+  ~CudaBackend() override;
+
+  BackendKind kind() const override { return BackendKind::kCuda; }
+  std::string_view name() const override { return name_; }
+  bool host_accessible() const override { return false; }
+
+  Result<DeviceBuffer> allocate(size_t bytes) override;
+  Result<void> upload(DeviceBuffer& dst, size_t dst_offset, const void* src,
+                      size_t bytes) override;
+  Result<void> download(const DeviceBuffer& src, size_t src_offset, void* dst,
+                        size_t bytes) override;
+  void synchronize() override;
+
+  void embedding(const EmbeddingParams& p) override;
+  void rms_norm(const RmsNormParams& p) override;
+  void rope(const RopeParams& p) override;
+  void silu_mul(const SiluMulParams& p) override;
+  void kv_cache_write(const KvCacheWriteParams& p) override;
+  void paged_attention(const PagedAttentionParams& p) override;
+  void copy_blocks(const CopyBlocksParams& p) override;
+  void sample(const SamplingParams& p) override;
+  Result<void> matmul(const MatmulParams& p) override;
+
+  // ---- CUDA only ------------------------------------------------------------------
+  // Converts a host weight (any WeightFormat; host.data in host memory) to
+  // `target` (BF16: dequantise to fp32, round to nearest even; F32: exact
+  // dequantisation) and uploads it. Synchronous.
+  Result<DeviceWeight> prepare_weight(const LinearWeight& host,
+                                      WeightFormat target = WeightFormat::BF16);
+  // Waits for all issued work; returns (and clears) the first recorded error.
+  Result<void> check();
+  Result<DeviceMemoryInfo> memory_info();
+  int sm_count() const { return sm_count_; }
+  CUstream_st* stream() const { return stream_; }
+  uint64_t allocated_bytes() const { return allocated_.load(); }
+
+ protected:
+  void release(void* ptr, size_t bytes) noexcept override;
+
+ private:
+  struct Scratch {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+
+  explicit CudaBackend(const BackendOptions& options);
+  Result<void> init();
+  void record(const Result<void>& r);
+  Result<void> take_error();
+  Result<void*> ensure(Scratch& s, size_t bytes);
+  void free_scratch(Scratch& s) noexcept;
+
+  int device_ = 0;
+  int sm_count_ = 1;
+  std::string name_ = "cuda";
+  CUstream_st* stream_ = nullptr;
+  cublasContext* cublas_ = nullptr;
+  Scratch cublas_workspace_, attention_scratch_, sampling_scratch_, matmul_scratch_;
+  uint64_t limit_ = 0;
+  std::atomic<uint64_t> allocated_{0};
+  std::optional<Error> pending_;  // the first error not yet reported
+};
+
+// The factory for make_backend's CUDA hook: CudaBackend::create as a Backend.
+Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options);
+
+}  // namespace pagoda::gpu::cuda

@@ -1,0 +1,59 @@
+// Host-side launchers of the CUDA kernels, one per op of gpu/ops.hpp (the
+// semantics are exactly those documented there; the CPU twins in gpu/cpu are
+// the reference). Each launcher enqueues its kernel(s) on `stream` and returns
+// the launch status, or an Error without launching when the parameters are
+// outside what the kernel supports (e.g. an unsupported head_dim).
+//
+// Pointers in the params are device pointers (ops.hpp's convention). Scratch
+// memory is the caller's (CudaBackend): a launcher states how much it needs
+// (*_scratch_bytes) and receives at least that much, 256-byte aligned.
+// Thread-safety: like the Backend, one issuing thread at a time per stream.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gpu/ops.hpp"
+#include "gpu/result.hpp"
+
+namespace pagoda::gpu::cuda {
+
+Result<void> launch_embedding(const EmbeddingParams& p, cudaStream_t stream);
+Result<void> launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);
+Result<void> launch_rope(const RopeParams& p, cudaStream_t stream);
+Result<void> launch_silu_mul(const SiluMulParams& p, cudaStream_t stream);
+Result<void> launch_kv_cache_write(const KvCacheWriteParams& p, cudaStream_t stream);
+Result<void> launch_copy_blocks(const CopyBlocksParams& p, cudaStream_t stream);
+
+// ---- paged attention (paged_attention.cu) -------------------------------------
+// The partition size actually used: p.partition_size when >= 0, else a choice
+// from the grid size and sm_count (0 = unsplit). Always a value whose
+// partition count ceil(max_context_len / P) fits the grid's z dimension.
+int32_t attention_partition_size(const PagedAttentionParams& p, int sm_count);
+// Scratch for split-K partials with partition size P (0 when P == 0):
+// fp32 partial outputs [T, Hq, parts, D] and log2-sum-exps [T, Hq, parts].
+size_t attention_scratch_bytes(const PagedAttentionParams& p, int32_t partition);
+// Supports head_dim 64 and 128, block sizes 8/16/32, F32 and BF16 caches, any
+// GQA group size. partition must come from attention_partition_size or be a
+// value >= 0 whose part count fits (checked: an Error otherwise).
+Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t partition,
+                                    void* scratch, cudaStream_t stream);
+
+// ---- sampling (sampling.cu) -----------------------------------------------------
+// Scratch: the processed logits, fp32 [R, V].
+size_t sampling_scratch_bytes(const SamplingParams& p);
+Result<void> launch_sample(const SamplingParams& p, void* scratch, cudaStream_t stream);
+
+// ---- matmul (matmul.cu) ---------------------------------------------------------
+// Weight formats on the device: BF16 (x is rounded to bf16, cuBLAS GemmEx with
+// fp32 accumulation and fp32 output) and F32 (cuBLAS SGEMM, no TF32). Other
+// formats are an Error: prepare them first (CudaBackend::prepare_weight).
+// Scratch: x as bf16, [M, K] (0 bytes for F32 weights).
+size_t matmul_scratch_bytes(const MatmulParams& p);
+Result<void> run_matmul(const MatmulParams& p, cublasHandle_t handle, void* scratch,
+                        cudaStream_t stream);
+
+}  // namespace pagoda::gpu::cuda

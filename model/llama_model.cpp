@@ -1,0 +1,191 @@
+#include "model/llama_model.hpp"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+namespace pagoda::model {
+
+namespace {
+
+// The rope op's table: inv_freq from the config, or theta_i / rope_freqs[i]
+// for GGUF files that store llama3 scaling as frequency factors.
+Result<gpu::RopeTable> make_rope_table(gpu::Backend& backend, const LlamaWeights& w) {
+  const ModelConfig& c = w.config;
+  gpu::RopeConfig rc;
+  rc.head_dim = c.head_dim;
+  rc.theta = float(c.rope_theta);
+  rc.style = c.rope_interleaved ? gpu::RopeStyle::kInterleaved : gpu::RopeStyle::kNeox;
+  const RopeScaling& rs = c.rope_scaling;
+  if (rs.type == RopeScalingType::kLinear || rs.type == RopeScalingType::kLlama3) {
+    rc.scaling = rs.type == RopeScalingType::kLinear ? gpu::RopeScaling::kLinear
+                                                     : gpu::RopeScaling::kLlama3;
+    rc.factor = float(rs.factor);
+    rc.low_freq_factor = float(rs.low_freq_factor);
+    rc.high_freq_factor = float(rs.high_freq_factor);
+    rc.original_max_positions = int32_t(rs.original_max_position_embeddings);
+  }
+  if (rs.type != RopeScalingType::kFreqFactors) return backend.create_rope_table(rc);
+  if (auto ok = gpu::validate_rope_config(rc); !ok) return ok.error();
+  std::vector<float> inv = gpu::rope_inv_freq(rc);
+  if (w.rope_freq_factors.size() != inv.size()) {
+    return make_error("rope: rope_freqs.weight has the wrong length");
+  }
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] /= w.rope_freq_factors[i];
+  auto buf = backend.allocate(inv.size() * sizeof(float));
+  if (!buf) return make_error("rope table: " + buf.error().message);
+  if (auto up = backend.upload(*buf, 0, inv.data(), inv.size() * sizeof(float)); !up) {
+    return up.error();
+  }
+  return gpu::RopeTable(rc, std::move(buf).value());
+}
+
+Result<LoadOptions> resolve_options(LoadOptions o, const ModelConfig& c) {
+  if (o.max_model_len == 0) o.max_model_len = int32_t(std::min<int64_t>(c.max_context, INT32_MAX));
+  if (o.max_model_len <= 0) return make_error("load: the model has no max context; set max_model_len");
+  if (o.max_model_len > c.max_context && !o.allow_long_max_model_len) {
+    return make_error("load: max_model_len " + std::to_string(o.max_model_len) +
+                      " exceeds the model's context of " + std::to_string(c.max_context));
+  }
+  if (o.max_logits_rows == 0) o.max_logits_rows = o.max_num_seqs;
+  if (o.block_size != 8 && o.block_size != 16 && o.block_size != 32) {
+    return make_error("load: block_size must be 8, 16 or 32");
+  }
+  if (o.max_num_batched_tokens <= 0 || o.max_num_seqs <= 0 || o.max_logits_rows <= 0) {
+    return make_error("load: max_num_batched_tokens, max_num_seqs, max_logits_rows must be > 0");
+  }
+  return o;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& model_path,
+                                                     gpu::Backend& backend,
+                                                     const LoadOptions& options) {
+  WeightLoadOptions wo;
+  wo.precision = options.precision;
+  wo.progress = options.progress;
+  auto weights = load_llama_weights(model_path, backend, wo);
+  if (!weights) return weights.error();
+  auto opts = resolve_options(options, weights->config);
+  if (!opts) return opts.error();
+  RunStateLimits limits;
+  limits.max_tokens = opts->max_num_batched_tokens;
+  limits.max_seqs = opts->max_num_seqs;
+  limits.max_logits_rows = opts->max_logits_rows;
+  limits.max_model_len = opts->max_model_len;
+  limits.block_size = opts->block_size;
+  limits.max_blocks_per_seq = (opts->max_model_len + opts->block_size - 1) / opts->block_size;
+  auto state = RunState::create(backend, weights->config, limits);
+  if (!state) return state.error();
+  auto rope = make_rope_table(backend, *weights);
+  if (!rope) return rope.error();
+  return std::unique_ptr<LlamaModel>(new LlamaModel(backend, std::move(weights).value(),
+                                                    std::move(opts).value(),
+                                                    std::move(state).value(),
+                                                    std::move(rope).value()));
+}
+
+gpu::KvCacheSpec LlamaModel::kv_cache_spec() const {
+  gpu::KvCacheSpec spec;
+  spec.num_layers = config().num_layers;
+  spec.num_kv_heads = config().num_kv_heads;
+  spec.head_dim = config().head_dim;
+  spec.block_size = options_.block_size;
+  spec.dtype = backend_.kind() == gpu::BackendKind::kCuda ? gpu::KvDtype::kBF16 : gpu::KvDtype::kF32;
+  return spec;
+}
+
+Result<void> LlamaModel::linear(const DeviceLinear& w, const float* x, int64_t x_stride, float* y,
+                                int64_t m) {
+  gpu::MatmulParams p;
+  p.x = x;
+  p.x_stride = x_stride;
+  p.weight = w.weight;
+  p.bias = w.bias_ptr();
+  p.y = y;
+  p.m = m;
+  return backend_.matmul(p);
+}
+
+// One decoder layer. On entry residual holds the stream and, for layer > 0,
+// delta the previous layer's MLP output (added here by the fused norm).
+Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache& cache) {
+  const ModelConfig& c = config();
+  const LlamaLayerWeights& w = weights_.layers[size_t(l)];
+  const RunState& rs = state_;
+  const int32_t T = st.meta.num_tokens, H = c.hidden_size, D = c.head_dim;
+  const int64_t q_width = int64_t(c.num_heads) * D, kv_width = int64_t(c.num_kv_heads) * D;
+  const int64_t qkv_width = q_width + 2 * kv_width;
+  const float eps = float(c.rms_norm_eps);
+
+  gpu::RmsNormParams norm{l == 0 ? rs.residual() : rs.delta(), l == 0 ? nullptr : rs.residual(),
+                          w.attn_norm.as<const float>(), rs.normed(), T, H, eps};
+  backend_.rms_norm(norm);
+  float* qkv = rs.wide();  // [T, qkv_width]
+  if (auto ok = linear(w.qkv, rs.normed(), H, qkv, T); !ok) return ok;
+  float* k = qkv + q_width;
+  float* v = k + kv_width;
+  backend_.rope(rope_.params(qkv, qkv_width, k, qkv_width, st.positions, T, c.num_heads,
+                             c.num_kv_heads));
+  const gpu::KvLayerView kv = cache.layer(l);
+  gpu::KvCacheWriteParams wr{k, v, qkv_width, qkv_width, kv.k, kv.v, cache.layout(),
+                             cache.spec().dtype, st.slot_mapping, T};
+  backend_.kv_cache_write(wr);
+  gpu::PagedAttentionParams at;
+  at.q = qkv;
+  at.q_stride = qkv_width;
+  at.out = rs.mid();  // [T, Hq D]
+  at.k_cache = kv.k;
+  at.v_cache = kv.v;
+  at.layout = cache.layout();
+  at.dtype = cache.spec().dtype;
+  at.num_q_heads = c.num_heads;
+  at.scale = 1.0f / std::sqrt(float(D));
+  at.partition_size = options_.attention_partition_size;
+  at.meta = st.meta;
+  backend_.paged_attention(at);
+  if (auto ok = linear(w.o, rs.mid(), q_width, rs.delta(), T); !ok) return ok;
+
+  backend_.rms_norm({rs.delta(), rs.residual(), w.ffn_norm.as<const float>(), rs.normed(), T, H, eps});
+  const int32_t I = c.intermediate_size;
+  if (auto ok = linear(w.gate_up, rs.normed(), H, rs.wide(), T); !ok) return ok;
+  backend_.silu_mul({rs.wide(), rs.mid(), T, I});
+  return linear(w.down, rs.mid(), I, rs.delta(), T);
+}
+
+Result<const float*> LlamaModel::forward_device(const ForwardBatch& batch, gpu::KvCache& cache) {
+  auto st = state_.stage(backend_, batch, cache);
+  if (!st) return st.error();
+  const ModelConfig& c = config();
+  const int32_t T = st->meta.num_tokens, H = c.hidden_size;
+  backend_.embedding({weights_.embedding.as<const float>(), st->token_ids, state_.residual(), T,
+                      H, c.vocab_size});
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    if (auto ok = run_layer(l, *st, cache); !ok) return ok.error();
+  }
+  backend_.rms_norm({state_.delta(), state_.residual(), weights_.final_norm.as<const float>(),
+                     state_.normed(), T, H, float(c.rms_norm_eps)});
+  const int32_t R = st->num_logits_rows;
+  if (R > 0) {
+    backend_.embedding({state_.normed(), st->logits_rows, state_.gathered(), R, H, T});
+    if (auto ok = linear(weights_.lm_head, state_.gathered(), H, state_.logits(), R); !ok) {
+      return ok.error();
+    }
+  }
+  return static_cast<const float*>(state_.logits());
+}
+
+Result<void> LlamaModel::forward(const ForwardBatch& batch, gpu::KvCache& cache,
+                                 float* logits_out) {
+  const size_t bytes = size_t(batch.num_logits_rows()) * size_t(config().vocab_size) * sizeof(float);
+  if (bytes > 0 && logits_out == nullptr) {
+    return make_error("forward: logits_out is null but logits rows were asked for");
+  }
+  auto logits = forward_device(batch, cache);
+  if (!logits) return logits.error();
+  if (bytes == 0) return {};
+  return backend_.download(state_.logits_buffer(), 0, logits_out, bytes);
+}
+
+}  // namespace pagoda::model

@@ -1,0 +1,100 @@
+// LlamaModel: the Llama-family forward pass (llama, mistral, qwen2; SmolLM2)
+// over the paged KV cache, written only against gpu::Backend so that it runs
+// on the CPU backend and on CUDA alike.
+//
+// One step (forward) takes a flattened ForwardBatch (model/forward_batch.hpp)
+// of prefill chunks, decode tokens and padding rows, and per layer runs
+//   rms_norm (fused residual add) -> QKV matmul (+bias) -> RoPE -> write K/V
+//   into the cache by slot -> paged attention -> O matmul -> rms_norm (fused
+//   add) -> gate|up matmul -> silu*mul -> down matmul,
+// then the final norm, a gather of the logits rows and the lm_head matmul.
+// Every row's result depends only on its own sequence (tokens, cache
+// contents, positions), not on which other rows share the batch, up to the
+// GEMM's summation order (OpenBLAS may pick other kernels for other M).
+//
+// Memory: weights and a RunState sized for LoadOptions' limits are allocated
+// at load; a step allocates nothing. The KV cache is the caller's (made with
+// kv_cache_spec()); forward writes the batch's slots in every layer and reads
+// only the blocks the batch's tables name.
+//
+// Thread-safety: one forward at a time (the executor thread); config() and
+// the other const accessors may be read from any thread. Must not outlive the
+// Backend given to load().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "gpu/backend.hpp"
+#include "gpu/kv_cache.hpp"
+#include "gpu/result.hpp"
+#include "gpu/rope_table.hpp"
+#include "model/forward_batch.hpp"
+#include "model/llama_weights.hpp"
+#include "model/model_config.hpp"
+#include "model/run_state.hpp"
+
+namespace pagoda::model {
+
+struct LoadOptions {
+  WeightPrecision precision = WeightPrecision::kQuantized;
+  int32_t max_num_batched_tokens = 2048;  // T per step
+  int32_t max_num_seqs = 256;             // S per step
+  int32_t max_logits_rows = 0;            // R per step; 0 = max_num_seqs
+  int32_t max_model_len = 0;              // 0 = the config's max_context
+  // max_model_len above the config's max_context is an Error unless set.
+  bool allow_long_max_model_len = false;
+  int32_t block_size = 16;                // the KV cache's (8, 16 or 32)
+  // PagedAttentionParams::partition_size: -1 lets the backend choose; 0 never
+  // splits (then attention is bitwise batch-independent on every backend).
+  int32_t attention_partition_size = -1;
+  std::function<void(int32_t done, int32_t total)> progress;  // per loaded layer
+};
+
+class LlamaModel {
+ public:
+  // model_path: a .gguf file or an HF directory (see load_llama_weights).
+  static Result<std::unique_ptr<LlamaModel>> load(const std::string& model_path,
+                                                  gpu::Backend& backend,
+                                                  const LoadOptions& options = {});
+
+  const ModelConfig& config() const { return weights_.config; }
+  const LoadOptions& options() const { return options_; }  // with defaults resolved
+  const RunStateLimits& limits() const { return state_.limits(); }
+  gpu::Backend& backend() const { return backend_; }
+  uint64_t weight_bytes() const { return weights_.device_bytes; }
+  uint64_t run_state_bytes() const { return state_.device_bytes(); }
+
+  // The KV cache geometry this model needs (F32 on the CPU backend, BF16 on CUDA).
+  gpu::KvCacheSpec kv_cache_spec() const;
+
+  // Runs one step. logits_out: host memory for [batch.num_logits_rows(),
+  // vocab] floats (may be nullptr when the batch asks for no logits). An
+  // invalid batch or a cache of another geometry is an Error, reported before
+  // the cache is written.
+  Result<void> forward(const ForwardBatch& batch, gpu::KvCache& cache, float* logits_out);
+
+  // The same, leaving the logits in backend memory: returns [R, vocab]
+  // floats, valid until the next forward (for on-device sampling).
+  Result<const float*> forward_device(const ForwardBatch& batch, gpu::KvCache& cache);
+
+ private:
+  LlamaModel(gpu::Backend& backend, LlamaWeights weights, LoadOptions options,
+             RunState state, gpu::RopeTable rope)
+      : backend_(backend), weights_(std::move(weights)), options_(std::move(options)),
+        state_(std::move(state)), rope_(std::move(rope)) {}
+
+  Result<void> run_layer(int32_t layer, const StagedStep& step, gpu::KvCache& cache);
+  Result<void> linear(const DeviceLinear& w, const float* x, int64_t x_stride, float* y,
+                      int64_t m);
+
+  gpu::Backend& backend_;
+  LlamaWeights weights_;
+  LoadOptions options_;
+  RunState state_;
+  gpu::RopeTable rope_;
+};
+
+}  // namespace pagoda::model

@@ -1,0 +1,417 @@
+#include "model/llama_weights.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <utility>
+
+#include "model/dequant.hpp"
+#include "model/gguf_file.hpp"
+#include "model/safetensors_file.hpp"
+
+#ifdef PAGODA_HAVE_CUDA
+#include "gpu/cuda/cuda_backend.hpp"
+#endif
+
+namespace pagoda::model {
+
+using gpu::LinearWeight;
+using gpu::WeightFormat;
+
+const char* weight_precision_name(WeightPrecision p) {
+  return p == WeightPrecision::kExact ? "exact" : "quantized";
+}
+
+namespace {
+
+// ---- the model file: one GGUF or the safetensors of an HF directory ------------
+
+struct TensorRef {
+  std::string name;
+  WeightFormat format = WeightFormat::F32;
+  std::vector<int64_t> shape;  // row-major: shape.back() is the row length
+  const uint8_t* data = nullptr;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+class WeightFile {
+ public:
+  static Result<std::shared_ptr<WeightFile>> open(const std::string& model_path) {
+    namespace fs = std::filesystem;
+    auto f = std::make_shared<WeightFile>();
+    std::error_code ec;
+    if (fs::is_directory(model_path, ec) || fs::path(model_path).extension() == ".json") {
+      std::string dir = fs::is_directory(model_path, ec)
+                            ? model_path
+                            : fs::path(model_path).parent_path().string();
+      auto st = SafetensorsModel::open(dir.empty() ? "." : dir);
+      if (!st) return st.error();
+      f->st_.emplace(std::move(st).value());
+      f->path_ = dir;
+      return f;
+    }
+    auto g = GgufFile::open(model_path);
+    if (!g) return g.error();
+    f->gguf_.emplace(std::move(g).value());
+    f->path_ = model_path;
+    return f;
+  }
+
+  const std::string& path() const { return path_; }
+  const GgufFile* gguf() const { return gguf_ ? &*gguf_ : nullptr; }
+
+  // nullopt when absent; an Error for a type the loader cannot convert.
+  Result<std::optional<TensorRef>> find(const std::string& name) const {
+    TensorRef t;
+    t.name = name;
+    if (gguf_) {
+      const GgufTensorInfo* info = gguf_->find_tensor(name);
+      if (info == nullptr) return std::optional<TensorRef>();
+      auto fmt = gpu::weight_format_from_ggml(info->raw_type);
+      if (!fmt) {
+        return make_error(path_ + ": tensor " + name + " has type " +
+                          ggml_type_name(info->raw_type) +
+                          ", which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+      }
+      t.format = *fmt;
+      for (auto it = info->dims.rbegin(); it != info->dims.rend(); ++it) {
+        t.shape.push_back(int64_t(*it));
+      }
+      t.data = gguf_->tensor_data(*info);
+      return std::optional<TensorRef>(std::move(t));
+    }
+    const StTensor* st = st_->find(name);
+    if (st == nullptr) return std::optional<TensorRef>();
+    t.format = st->dtype == StDtype::kF32   ? WeightFormat::F32
+               : st->dtype == StDtype::kF16 ? WeightFormat::F16
+                                            : WeightFormat::BF16;
+    for (uint64_t d : st->shape) t.shape.push_back(int64_t(d));
+    t.data = st->data;
+    return std::optional<TensorRef>(std::move(t));
+  }
+
+ private:
+  std::optional<GgufFile> gguf_;
+  std::optional<SafetensorsModel> st_;
+  std::string path_;
+};
+
+// ---- tensor names ------------------------------------------------------------
+
+enum class Role { kEmbed, kAttnNorm, kQ, kK, kV, kQBias, kKBias, kVBias, kO, kOBias,
+                  kFfnNorm, kGate, kUp, kDown, kFinalNorm, kOutput };
+
+std::string tensor_name(bool gguf, Role r, int32_t layer) {
+  const std::string l = std::to_string(layer);
+  const std::string g = "blk." + l + ".", h = "model.layers." + l + ".";
+  switch (r) {
+    case Role::kEmbed: return gguf ? "token_embd.weight" : "model.embed_tokens.weight";
+    case Role::kAttnNorm: return gguf ? g + "attn_norm.weight" : h + "input_layernorm.weight";
+    case Role::kQ: return gguf ? g + "attn_q.weight" : h + "self_attn.q_proj.weight";
+    case Role::kK: return gguf ? g + "attn_k.weight" : h + "self_attn.k_proj.weight";
+    case Role::kV: return gguf ? g + "attn_v.weight" : h + "self_attn.v_proj.weight";
+    case Role::kQBias: return gguf ? g + "attn_q.bias" : h + "self_attn.q_proj.bias";
+    case Role::kKBias: return gguf ? g + "attn_k.bias" : h + "self_attn.k_proj.bias";
+    case Role::kVBias: return gguf ? g + "attn_v.bias" : h + "self_attn.v_proj.bias";
+    case Role::kO: return gguf ? g + "attn_output.weight" : h + "self_attn.o_proj.weight";
+    case Role::kOBias: return gguf ? g + "attn_output.bias" : h + "self_attn.o_proj.bias";
+    case Role::kFfnNorm:
+      return gguf ? g + "ffn_norm.weight" : h + "post_attention_layernorm.weight";
+    case Role::kGate: return gguf ? g + "ffn_gate.weight" : h + "mlp.gate_proj.weight";
+    case Role::kUp: return gguf ? g + "ffn_up.weight" : h + "mlp.up_proj.weight";
+    case Role::kDown: return gguf ? g + "ffn_down.weight" : h + "mlp.down_proj.weight";
+    case Role::kFinalNorm: return gguf ? "output_norm.weight" : "model.norm.weight";
+    case Role::kOutput: return gguf ? "output.weight" : "lm_head.weight";
+  }
+  return "?";
+}
+
+// ---- placing bytes in backend memory ------------------------------------------
+
+Result<gpu::DeviceBuffer> upload_bytes(gpu::Backend& b, const void* data, size_t bytes,
+                                       const std::string& what) {
+  auto buf = b.allocate(bytes);
+  if (!buf) return make_error(what + ": " + buf.error().message);
+  if (auto up = b.upload(*buf, 0, data, bytes); !up) {
+    return make_error(what + ": " + up.error().message);
+  }
+  return std::move(buf).value();
+}
+
+std::vector<float> to_f32(WeightFormat f, const void* data, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  // Cannot fail: every WeightFormat is dequantizable and n is a whole number of blocks.
+  (void)dequantize(uint32_t(f), static_cast<const uint8_t*>(data), out.data(), uint64_t(n));
+  return out;
+}
+
+// ---- the loader ----------------------------------------------------------------
+
+class Loader {
+ public:
+  Loader(const WeightFile& file, gpu::Backend& backend, LlamaWeights& out)
+      : file_(file), backend_(backend), out_(out), gguf_(file.gguf() != nullptr) {}
+
+  // The tensor of `role`, required to have `shape`.
+  Result<TensorRef> need(Role role, int32_t layer, std::vector<int64_t> shape) {
+    const std::string name = tensor_name(gguf_, role, layer);
+    auto t = file_.find(name);
+    if (!t) return t.error();
+    if (!t->has_value()) return make_error(file_.path() + ": tensor " + name + " is missing");
+    if ((*t)->shape != shape) {
+      return make_error(file_.path() + ": tensor " + name + " has shape " +
+                        shape_string((*t)->shape) + ", expected " + shape_string(shape) +
+                        " from the model config");
+    }
+    if ((*t)->numel() % gpu::block_elems((*t)->format) != 0) {
+      return make_error(file_.path() + ": tensor " + name + " is not a whole number of blocks");
+    }
+    return std::move(**t);
+  }
+
+  Result<bool> has(Role role, int32_t layer) {
+    auto t = file_.find(tensor_name(gguf_, role, layer));
+    if (!t) return t.error();
+    return t->has_value();
+  }
+
+  // A 1-D fp32 vector (norm weights, biases) in backend memory.
+  Result<gpu::DeviceBuffer> vector(Role role, int32_t layer, int64_t n) {
+    auto t = need(role, layer, {n});
+    if (!t) return t.error();
+    std::vector<float> v = to_f32(t->format, t->data, n);
+    return place_floats(v, t->name);
+  }
+
+  Result<gpu::DeviceBuffer> place_floats(const std::vector<float>& v, const std::string& what) {
+    auto buf = upload_bytes(backend_, v.data(), v.size() * sizeof(float), file_.path() + ": " + what);
+    if (buf) out_.device_bytes += buf->size();
+    return buf;
+  }
+
+  // Rows of several [n_i, k] tensors stacked into one [sum n_i, k] weight, with
+  // the biases (if `bias_roles` is non-empty) stacked the same way.
+  Result<DeviceLinear> fused(int32_t layer, const std::vector<Role>& roles,
+                             const std::vector<int64_t>& rows, int64_t k,
+                             const std::vector<Role>& bias_roles) {
+    std::vector<TensorRef> parts;
+    int64_t n = 0;
+    for (size_t i = 0; i < roles.size(); ++i) {
+      auto t = need(roles[i], layer, {rows[i], k});
+      if (!t) return t.error();
+      parts.push_back(std::move(t).value());
+      n += rows[i];
+    }
+    bool same = true;
+    for (const TensorRef& t : parts) same = same && t.format == parts[0].format;
+    std::vector<uint8_t> bytes;
+    std::vector<float> floats;
+    LinearWeight w{WeightFormat::F32, n, k, nullptr};
+    if (same && gpu::is_block_quantized(parts[0].format) &&
+        out_.precision == WeightPrecision::kQuantized) {
+      w.format = parts[0].format;
+      for (const TensorRef& t : parts) {
+        bytes.insert(bytes.end(), t.data, t.data + gpu::storage_bytes(t.format, t.numel()));
+      }
+      w.data = bytes.data();
+    } else {  // fp32 (exact mode, plain formats, or mixed block formats)
+      floats.resize(size_t(n * k));
+      int64_t row = 0;
+      for (const TensorRef& t : parts) {
+        (void)dequantize(uint32_t(t.format), t.data, floats.data() + row * k, uint64_t(t.numel()));
+        row += t.shape[0];
+      }
+      w.data = floats.data();
+    }
+    std::vector<float> bias;
+    for (size_t i = 0; i < bias_roles.size(); ++i) {
+      auto t = need(bias_roles[i], layer, {rows[i]});
+      if (!t) return t.error();
+      std::vector<float> b = to_f32(t->format, t->data, rows[i]);
+      bias.insert(bias.end(), b.begin(), b.end());
+    }
+    return place(HostLinear{w, bias.empty() ? nullptr : bias.data(), false},
+                 tensor_name(gguf_, roles[0], layer));
+  }
+
+  // One [n, k] weight; used in place when the backend and format allow it.
+  Result<DeviceLinear> single(Role role, int32_t layer, int64_t n, int64_t k,
+                              std::optional<Role> bias_role = std::nullopt) {
+    auto t = need(role, layer, {n, k});
+    if (!t) return t.error();
+    std::vector<float> bias;
+    if (bias_role) {
+      auto b = need(*bias_role, layer, {n});
+      if (!b) return b.error();
+      bias = to_f32(b->format, b->data, n);
+    }
+    const bool aligned = reinterpret_cast<uintptr_t>(t->data) % 4 == 0;
+    HostLinear h{LinearWeight{t->format, n, k, t->data}, bias.empty() ? nullptr : bias.data(),
+                 aligned};
+    return place(h, t->name);
+  }
+
+  Result<DeviceLinear> place(const HostLinear& h, const std::string& what) {
+    auto d = upload_linear_weight(backend_, h, out_.precision);
+    if (!d) return make_error(file_.path() + ": " + what + ": " + d.error().message);
+    out_.device_bytes += d->storage.size() + d->bias.size();
+    return d;
+  }
+
+ private:
+  const WeightFile& file_;
+  gpu::Backend& backend_;
+  LlamaWeights& out_;
+  bool gguf_;
+};
+
+Result<LlamaLayerWeights> load_layer(Loader& ld, const ModelConfig& c, int32_t l) {
+  const int64_t H = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
+  const int64_t q_rows = int64_t(c.num_heads) * D, kv_rows = int64_t(c.num_kv_heads) * D;
+  LlamaLayerWeights w;
+  auto attn_norm = ld.vector(Role::kAttnNorm, l, H);
+  if (!attn_norm) return attn_norm.error();
+  w.attn_norm = std::move(attn_norm).value();
+  std::vector<Role> qkv_bias;
+  if (c.attention_bias) qkv_bias = {Role::kQBias, Role::kKBias, Role::kVBias};
+  auto qkv = ld.fused(l, {Role::kQ, Role::kK, Role::kV}, {q_rows, kv_rows, kv_rows}, H, qkv_bias);
+  if (!qkv) return qkv.error();
+  w.qkv = std::move(qkv).value();
+  // HF Llama/Mistral put a bias on o_proj too when attention_bias is set; Qwen2 does not.
+  std::optional<Role> o_bias;
+  if (c.attention_bias && c.architecture != "qwen2") o_bias = Role::kOBias;
+  auto o = ld.single(Role::kO, l, H, q_rows, o_bias);
+  if (!o) return o.error();
+  w.o = std::move(o).value();
+  auto ffn_norm = ld.vector(Role::kFfnNorm, l, H);
+  if (!ffn_norm) return ffn_norm.error();
+  w.ffn_norm = std::move(ffn_norm).value();
+  auto gate_up = ld.fused(l, {Role::kGate, Role::kUp}, {I, I}, H, {});
+  if (!gate_up) return gate_up.error();
+  w.gate_up = std::move(gate_up).value();
+  auto down = ld.single(Role::kDown, l, H, I);
+  if (!down) return down.error();
+  w.down = std::move(down).value();
+  return w;
+}
+
+// Token embedding (always fp32) and lm_head (the output tensor, or tied).
+Result<void> load_embedding_and_head(Loader& ld, gpu::Backend& backend, LlamaWeights& w) {
+  const ModelConfig& c = w.config;
+  const int64_t V = c.vocab_size, H = c.hidden_size;
+  auto embed = ld.need(Role::kEmbed, 0, {V, H});
+  if (!embed) return embed.error();
+  std::vector<float> table = to_f32(embed->format, embed->data, V * H);  // [V, H]
+  auto buf = ld.place_floats(table, embed->name);
+  if (!buf) return buf.error();
+  w.embedding = std::move(buf).value();
+  auto has_output = ld.has(Role::kOutput, 0);
+  if (!has_output) return has_output.error();
+  const bool tied = c.tie_word_embeddings || !*has_output;
+  Result<DeviceLinear> head = make_error("unset");
+  if (!tied) {
+    head = ld.single(Role::kOutput, 0, V, H);
+  } else if (w.precision == WeightPrecision::kQuantized &&
+             gpu::is_block_quantized(embed->format)) {
+    head = ld.place(HostLinear{LinearWeight{embed->format, V, H, embed->data}, nullptr, true},
+                    embed->name + " (tied lm_head)");
+  } else if (backend.host_accessible()) {  // the fp32 table itself, no second copy
+    DeviceLinear view;
+    view.weight = LinearWeight{WeightFormat::F32, V, H, w.embedding.data()};
+    head = std::move(view);
+  } else {
+    head = ld.place(HostLinear{LinearWeight{WeightFormat::F32, V, H, table.data()}, nullptr, false},
+                    embed->name + " (tied lm_head)");
+  }
+  if (!head) return head.error();
+  w.lm_head = std::move(head).value();
+  return {};
+}
+
+}  // namespace
+
+Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinear& host,
+                                          WeightPrecision precision) {
+  const LinearWeight& hw = host.weight;
+  DeviceLinear out;
+  if (host.bias != nullptr) {
+    auto bias = upload_bytes(backend, host.bias, size_t(hw.n) * sizeof(float), "bias");
+    if (!bias) return bias.error();
+    out.bias = std::move(bias).value();
+  }
+#ifdef PAGODA_HAVE_CUDA
+  if (backend.kind() == gpu::BackendKind::kCuda) {
+    auto& cuda = static_cast<gpu::cuda::CudaBackend&>(backend);
+    auto dw = cuda.prepare_weight(hw, precision == WeightPrecision::kExact ? WeightFormat::F32
+                                                                           : WeightFormat::BF16);
+    if (!dw) return dw.error();
+    out.weight = dw->weight;
+    out.storage = std::move(dw->storage);
+    return out;
+  }
+#endif
+  // The CPU matmul takes F32 and the block formats; exact mode takes F32 only.
+  const bool convert = hw.format == WeightFormat::F16 || hw.format == WeightFormat::BF16 ||
+                       (precision == WeightPrecision::kExact && hw.format != WeightFormat::F32);
+  if (!convert && host.may_alias && backend.host_accessible()) {
+    out.weight = hw;
+    return out;
+  }
+  std::vector<float> converted;
+  LinearWeight w = hw;
+  if (convert) {
+    converted = to_f32(hw.format, hw.data, hw.n * hw.k);
+    w = LinearWeight{WeightFormat::F32, hw.n, hw.k, converted.data()};
+  }
+  auto storage = upload_bytes(backend, w.data, size_t(w.n * w.row_bytes()), "weight");
+  if (!storage) return storage.error();
+  out.storage = std::move(storage).value();
+  out.weight = LinearWeight{w.format, w.n, w.k, out.storage.data()};
+  return out;
+}
+
+Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Backend& backend,
+                                        const WeightLoadOptions& options) {
+  auto file = WeightFile::open(model_path);
+  if (!file) return file.error();
+  const WeightFile& f = **file;
+  LlamaWeights w;
+  w.precision = options.precision;
+  auto config = f.gguf() != nullptr ? config_from_gguf(*f.gguf()) : load_model_config(model_path);
+  if (!config) return config.error();
+  w.config = std::move(config).value();
+  if (auto ok = validate_config(w.config, f.path()); !ok) return ok.error();
+  const ModelConfig& c = w.config;
+  Loader ld(f, backend, w);
+  if (auto ok = load_embedding_and_head(ld, backend, w); !ok) return ok.error();
+  for (int32_t l = 0; l < c.num_layers; ++l) {
+    auto layer = load_layer(ld, c, l);
+    if (!layer) return layer.error();
+    w.layers.push_back(std::move(layer).value());
+    if (options.progress) options.progress(l + 1, c.num_layers);
+  }
+  auto norm = ld.vector(Role::kFinalNorm, 0, c.hidden_size);
+  if (!norm) return norm.error();
+  w.final_norm = std::move(norm).value();
+  if (c.rope_scaling.type == RopeScalingType::kFreqFactors && f.gguf() != nullptr) {
+    const GgufTensorInfo* info = f.gguf()->find_tensor("rope_freqs.weight");
+    auto fmt = info ? gpu::weight_format_from_ggml(info->raw_type) : std::nullopt;
+    if (!fmt) return make_error(f.path() + ": rope_freqs.weight is missing or of a bad type");
+    w.rope_freq_factors = to_f32(*fmt, f.gguf()->tensor_data(*info), c.head_dim / 2);
+  }
+  w.source_keepalive = *file;
+  return w;
+}
+
+}  // namespace pagoda::model

@@ -1,0 +1,120 @@
+// LlamaWeights: every tensor of a Llama-family model (llama, mistral, qwen2;
+// SmolLM2 is llama), read from a GGUF file or a HuggingFace safetensors
+// directory, checked against the ModelConfig and placed in a Backend's memory
+// in the layout the forward pass (model/llama_model.hpp) uses:
+//  - per layer four linear weights: Q|K|V fused into one [(Hq + 2 Hk) D, H]
+//    (rows of Q, then K, then V; biases fused the same way for qwen2), O
+//    [H, Hq D], gate|up fused into one [2 I, H] (gate rows first, the packing
+//    silu_mul expects) and down [H, I];
+//  - the token embedding as fp32 [V, H] (the embedding op reads fp32) and the
+//    norms as fp32 [H];
+//  - lm_head [V, H]: the `output` / `lm_head` tensor, or the token embedding
+//    when tied (GGUF: no output.weight; HF: tie_word_embeddings or no lm_head).
+//
+// Precision:
+//  - kExact: every tensor is converted to fp32 at load (exact dequantisation);
+//    the CPU backend multiplies with OpenBLAS. The fidelity reference path.
+//  - kQuantized: GGUF Q8_0/Q4_0/Q4_1 linear weights stay in their blocks (int8
+//    activation kernels on the CPU); F32/F16/BF16 become fp32. When Q, K and V
+//    (or gate and up) do not share one block format, that fused group is
+//    stored fp32 instead. On the CUDA backend kQuantized means BF16 weights
+//    (CudaBackend::prepare_weight), kExact fp32.
+//
+// Tensor names: GGUF token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v (+
+// .bias), attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}, output_norm,
+// output; HF model.embed_tokens, model.layers.N.{input_layernorm,
+// self_attn.{q,k,v,o}_proj (+ .bias), post_attention_layernorm,
+// mlp.{gate,up,down}_proj}, model.norm, lm_head. GGUF llama files carry
+// llama.cpp's permuted Q/K rows: the forward pass uses interleaved RoPE for
+// them (ModelConfig::rope_interleaved); nothing is un-permuted here.
+//
+// Errors (all name the tensor and the file): a missing tensor, a shape that
+// differs from the config, an unsupported type (K-quants, Q5_*, ...), a
+// backend allocation or upload failure.
+//
+// Ownership: LlamaWeights owns its DeviceBuffers (it must not outlive the
+// Backend) and keeps the mapped model file alive, because weight views may
+// alias it (on a host-accessible backend, GGUF weights already in a format
+// the matmul takes are used in place, not copied: unfused ones such as O,
+// down and a quantized tied lm_head). Move-only. Read-only after load.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu/backend.hpp"
+#include "gpu/device_buffer.hpp"
+#include "gpu/result.hpp"
+#include "gpu/weight_format.hpp"
+#include "model/model_config.hpp"
+
+namespace pagoda::model {
+
+enum class WeightPrecision { kExact, kQuantized };
+
+const char* weight_precision_name(WeightPrecision p);  // "exact", "quantized"
+
+// A linear layer's weight (and bias) as the backend's matmul takes it.
+struct DeviceLinear {
+  gpu::LinearWeight weight;    // [N, K]; views `storage`, or the mapped file
+  gpu::DeviceBuffer storage;   // empty when `weight` aliases other memory
+  gpu::DeviceBuffer bias;      // [N] fp32, or empty
+
+  const float* bias_ptr() const { return bias.as<const float>(); }
+};
+
+struct LlamaLayerWeights {
+  gpu::DeviceBuffer attn_norm;  // [H] fp32
+  DeviceLinear qkv;             // [(Hq + 2 Hk) D, H] (+ bias for qwen2)
+  DeviceLinear o;               // [H, Hq D]
+  gpu::DeviceBuffer ffn_norm;   // [H] fp32
+  DeviceLinear gate_up;         // [2 I, H]
+  DeviceLinear down;            // [H, I]
+};
+
+struct LlamaWeights {
+  ModelConfig config;
+  WeightPrecision precision = WeightPrecision::kExact;
+  gpu::DeviceBuffer embedding;  // [V, H] fp32
+  std::vector<LlamaLayerWeights> layers;
+  gpu::DeviceBuffer final_norm;  // [H] fp32
+  DeviceLinear lm_head;          // [V, H]; may view `embedding` (tied, fp32)
+  // GGUF rope_freqs.weight ([D/2] frequency divisors) when the config says
+  // kFreqFactors; empty otherwise.
+  std::vector<float> rope_freq_factors;
+  uint64_t device_bytes = 0;               // backend memory held by the buffers
+  std::shared_ptr<const void> source_keepalive;  // the mapped model file
+};
+
+// A linear weight in host memory, about to be placed: `weight.data` is host
+// memory valid during the call. `may_alias`: the bytes outlive the returned
+// DeviceLinear (e.g. a file mapping kept alive by LlamaWeights), so a
+// host-accessible backend may use them in place when they are already in a
+// format its matmul takes.
+struct HostLinear {
+  gpu::LinearWeight weight;
+  const float* bias = nullptr;  // [weight.n] or nullptr
+  bool may_alias = false;
+};
+
+// The one place that decides how a weight lives in backend memory: CPU: the
+// format as given (F16/BF16 converted to fp32), aliased when allowed; CUDA:
+// CudaBackend::prepare_weight to BF16 (kQuantized) or F32 (kExact).
+Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinear& host,
+                                          WeightPrecision precision);
+
+struct WeightLoadOptions {
+  WeightPrecision precision = WeightPrecision::kQuantized;
+  // Called after each loaded layer with (done, total); may be empty.
+  std::function<void(int32_t done, int32_t total)> progress;
+};
+
+// model_path: a .gguf file, or an HF directory (config.json + *.safetensors)
+// or its config.json. Reads the config, validates it and loads every tensor.
+Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Backend& backend,
+                                        const WeightLoadOptions& options = {});
+
+}  // namespace pagoda::model

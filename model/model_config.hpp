@@ -1,0 +1,87 @@
+// ModelConfig: the hyper-parameters of a Llama-family model (llama, mistral,
+// qwen2; SmolLM2 is llama), read from GGUF metadata or a HuggingFace
+// config.json.
+//
+// RoPE pairing (rope_interleaved) — which elements of a head are rotated together:
+//  - HF checkpoints (safetensors) of every supported family use the NeoX /
+//    rotate_half pairing: element i pairs with i + head_dim/2.
+//  - llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute) permutes
+//    the rows of attn_q and attn_k of *llama*-architecture models (incl. Mistral
+//    and SmolLM2, which it converts as "llama"): within each head it reorders
+//    rows from [first half, second half] to interleaved pairs. llama.cpp then
+//    runs those with LLAMA_ROPE_TYPE_NORM: element 2i pairs with 2i + 1.
+//  - qwen2 GGUF files are not permuted; llama.cpp uses LLAMA_ROPE_TYPE_NEOX.
+//  Rule: rope_interleaved = (source is GGUF && architecture == "llama").
+//  Both pairings use frequency theta_i = rope_theta^(-2i/head_dim) for pair i.
+//
+// Rope scaling: kLinear divides positions by `factor`. kLlama3 is HF's
+// "llama3" rope_type (factor, low/high_freq_factor, original_max_position_
+// embeddings). llama.cpp does not store those parameters in GGUF: it stores the
+// resulting per-pair frequency divisors as the F32 tensor `rope_freqs.weight`
+// ([head_dim/2]); such files get kFreqFactors (divide theta_i by rope_freqs[i]).
+//
+// Thread-safety: the functions are reentrant; a ModelConfig is a plain value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/result.hpp"
+#include "model/gguf_file.hpp"
+
+namespace pagoda::model {
+
+enum class RopeScalingType { kNone, kLinear, kLlama3, kFreqFactors };
+const char* rope_scaling_name(RopeScalingType type);  // "none", "linear", "llama3", "freq_factors"
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  double factor = 1.0;                           // kLinear, kLlama3
+  double low_freq_factor = 1.0;                  // kLlama3
+  double high_freq_factor = 1.0;                 // kLlama3
+  int64_t original_max_position_embeddings = 0;  // kLlama3 (0 when unknown)
+};
+
+struct ModelConfig {
+  std::string architecture;  // "llama", "mistral" or "qwen2"
+  int32_t num_layers = 0;
+  int32_t hidden_size = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;  // may differ from hidden_size / num_heads (explicit head_dim)
+  int32_t intermediate_size = 0;
+  int32_t vocab_size = 0;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;    // lm_head shares token_embd
+  int64_t max_context = 0;             // max_position_embeddings / GGUF context_length
+  int32_t bos_token_id = -1;           // -1 when the model has none
+  std::vector<int32_t> eos_token_ids;  // every token that ends generation
+  bool attention_bias = false;         // q/k/v projections have biases (qwen2)
+  bool rope_interleaved = false;       // see the RoPE pairing rule above
+};
+
+// From GGUF metadata (keys `<arch>.block_count`, `.embedding_length`,
+// `.attention.head_count[_kv]`, `.feed_forward_length`, `.rope.freq_base`,
+// `.attention.layer_norm_rms_epsilon`, `.context_length`,
+// `.rope.dimension_count`, `.rope.scaling.*`, `.vocab_size`; tokenizer.ggml.*
+// for bos/eos/eot/eom). tie_word_embeddings = no `output.weight` tensor;
+// attention_bias = qwen2 or a `blk.0.attn_q.bias` tensor.
+Result<ModelConfig> config_from_gguf(const GgufFile& gguf);
+
+// From a HuggingFace config.json (model_type llama / mistral / qwen2). Missing
+// optional fields take the transformers defaults of that model type.
+Result<ModelConfig> config_from_hf_json(const std::string& config_json_path);
+
+// model_path: a .gguf file, an HF model directory (config.json; eos ids of
+// generation_config.json are added when present), or a config.json path.
+Result<ModelConfig> load_model_config(const std::string& model_path);
+
+// Checks the invariants every loader relies on: positive sizes, num_heads
+// divides hidden_size, num_kv_heads divides num_heads, even head_dim,
+// positive rope_theta and rms_norm_eps. `source` prefixes error messages.
+Result<void> validate_config(const ModelConfig& config, const std::string& source);
+
+}  // namespace pagoda::model

@@ -1,0 +1,207 @@
+#include "model/model_inspect.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "model/dequant.hpp"
+#include "model/gguf_file.hpp"
+#include "model/model_config.hpp"
+#include "model/safetensors_file.hpp"
+
+namespace pagoda::model {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when invalid.
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  size_t n = 0;
+  uint32_t min = 0;
+  if (c < 0x80) return 1;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2;
+    min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3;
+    min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4;
+    min = 0x10000;
+  } else
+    return 0;
+  if (i + n > s.size()) return 0;
+  uint32_t cp = c & (0x7F >> n);
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+std::string number(double v) {
+  if (!std::isfinite(v)) return "null";
+  if (v == std::trunc(v) && std::fabs(v) < 1e15) {  // 100000.0, not 1e+05
+    return std::to_string(static_cast<int64_t>(v)) + ".0";
+  }
+  char buf[64];
+  return std::string(buf, std::to_chars(buf, buf + sizeof(buf), v).ptr);
+}
+
+std::string boolean(bool v) { return v ? "true" : "false"; }
+
+// A JSON object under construction: keys in insertion order, raw JSON values.
+class JsonObject {
+ public:
+  JsonObject& add(std::string key, std::string raw) {
+    fields_.emplace_back(std::move(key), std::move(raw));
+    return *this;
+  }
+  JsonObject& add(std::string key, int64_t v) { return add(std::move(key), std::to_string(v)); }
+  std::string render(int indent) const {
+    if (fields_.empty()) return "{}";
+    const std::string pad(indent + 2, ' ');
+    std::string out = "{\n";
+    for (size_t i = 0; i < fields_.size(); ++i) {
+      out += pad + json_quote(fields_[i].first) + ": " + fields_[i].second;
+      out += i + 1 < fields_.size() ? ",\n" : "\n";
+    }
+    return out + std::string(indent, ' ') + "}";
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> fields_;
+};
+
+void add_config(JsonObject& out, const ModelConfig& c) {
+  const RopeScaling& rs = c.rope_scaling;
+  JsonObject scaling;
+  scaling.add("type", json_quote(rope_scaling_name(rs.type)))
+      .add("factor", number(rs.factor))
+      .add("low_freq_factor", number(rs.low_freq_factor))
+      .add("high_freq_factor", number(rs.high_freq_factor))
+      .add("original_max_position_embeddings", rs.original_max_position_embeddings);
+  std::string eos = "[";
+  for (size_t i = 0; i < c.eos_token_ids.size(); ++i) {
+    eos += (i ? ", " : "") + std::to_string(c.eos_token_ids[i]);
+  }
+  eos += "]";
+  out.add("architecture", json_quote(c.architecture))
+      .add("num_layers", c.num_layers)
+      .add("hidden_size", c.hidden_size)
+      .add("num_heads", c.num_heads)
+      .add("num_kv_heads", c.num_kv_heads)
+      .add("head_dim", c.head_dim)
+      .add("intermediate_size", c.intermediate_size)
+      .add("vocab_size", c.vocab_size)
+      .add("rope_theta", number(c.rope_theta))
+      .add("rope_scaling", scaling.render(2))
+      .add("rms_norm_eps", number(c.rms_norm_eps))
+      .add("tie_word_embeddings", boolean(c.tie_word_embeddings))
+      .add("max_context", c.max_context)
+      .add("bos_token_id", c.bos_token_id >= 0 ? std::to_string(c.bos_token_id) : "null")
+      .add("eos_token_ids", eos)
+      .add("attention_bias", boolean(c.attention_bias))
+      .add("rope_interleaved", boolean(c.rope_interleaved));
+}
+
+std::string dtype_counts(const std::map<std::string, int64_t>& counts) {
+  JsonObject o;
+  for (const auto& [name, n] : counts) o.add(name, n);
+  return o.render(2);
+}
+
+Result<std::string> inspect_gguf(const std::string& path) {
+  auto g = GgufFile::open(path);
+  if (!g) return g.error();
+  auto config = config_from_gguf(*g);
+  if (!config) return config.error();
+  std::map<std::string, int64_t> counts;
+  for (const GgufTensorInfo& t : g->tensors()) ++counts[ggml_type_name(t.raw_type)];
+  const GgufValue* name = g->find("general.name");
+  JsonObject out;
+  out.add("format", json_quote("gguf"))
+      .add("path", json_quote(path))
+      .add("file_size", static_cast<int64_t>(g->file_size()))
+      .add("gguf_version", static_cast<int64_t>(g->version()))
+      .add("general_name",
+           name && name->type == GgufValueType::kString ? json_quote(name->s) : "null");
+  add_config(out, *config);
+  out.add("tensor_count", static_cast<int64_t>(g->tensors().size()))
+      .add("tensors_by_dtype", dtype_counts(counts));
+  return out.render(0) + "\n";
+}
+
+Result<std::string> inspect_safetensors(const std::string& path) {
+  auto model = SafetensorsModel::open(path);
+  if (!model) return model.error();
+  std::error_code ec;
+  const std::string config_path =
+      fs::is_directory(path, ec) ? path : (fs::path(path).parent_path() / "config.json").string();
+  auto config = load_model_config(config_path);
+  if (!config) return config.error();
+  std::map<std::string, int64_t> counts;
+  for (const StTensor* t : model->tensors()) ++counts[st_dtype_name(t->dtype)];
+  JsonObject out;
+  out.add("format", json_quote("safetensors"))
+      .add("path", json_quote(path))
+      .add("file_size", static_cast<int64_t>(model->total_file_size()));
+  add_config(out, *config);
+  out.add("tensor_count", static_cast<int64_t>(model->tensor_count()))
+      .add("tensors_by_dtype", dtype_counts(counts));
+  return out.render(0) + "\n";
+}
+
+}  // namespace
+
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = utf8_sequence_length(s, i);
+    if (n == 0) {
+      out += "\\ufffd";  // invalid UTF-8 byte
+      ++i;
+      continue;
+    }
+    if (n > 1) {
+      out.append(s.substr(i, n));
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+    i += n;
+  }
+  return out + "\"";
+}
+
+Result<std::string> inspect_model_json(const std::string& model_path) {
+  std::error_code ec;
+  const fs::path p(model_path);
+  if (fs::is_directory(p, ec) || p.extension() == ".safetensors") {
+    return inspect_safetensors(model_path);
+  }
+  return inspect_gguf(model_path);
+}
+
+}  // namespace pagoda::model

@@ -1,0 +1,123 @@
+#include "model/model_text.hpp"
+
+#include <simdjson.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "model/gguf_file.hpp"
+
+namespace pagoda::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string token_text(const Tokenizer& tok, int32_t id) {
+  return id >= 0 && id < tok.vocab_size() ? std::string(tok.piece(id)) : std::string();
+}
+
+Result<ModelText> from_gguf(const std::string& path) {
+  Result<GgufFile> gguf = GgufFile::open(path);
+  if (!gguf) return gguf.error();
+  auto tok = Tokenizer::from_gguf(*gguf);
+  if (!tok) return tok.error();
+  ModelText text;
+  text.tokenizer = *tok;
+  if (gguf->find("tokenizer.chat_template") != nullptr) {
+    Result<std::string> tmpl = gguf->get_string("tokenizer.chat_template");
+    if (!tmpl) return tmpl.error();
+    text.chat_template = *tmpl;
+  }
+  text.bos_token = token_text(*text.tokenizer, text.tokenizer->bos_id());
+  text.eos_token = token_text(*text.tokenizer, text.tokenizer->eos_id());
+  return text;
+}
+
+// A special-token entry of tokenizer_config.json: a string or {"content": ...}.
+std::string token_entry(simdjson::dom::element el) {
+  std::string_view sv;
+  if (el.get_string().get(sv) == simdjson::SUCCESS) return std::string(sv);
+  if (el["content"].get_string().get(sv) == simdjson::SUCCESS) return std::string(sv);
+  return {};
+}
+
+// chat_template of tokenizer_config.json: a string, or a list of
+// {"name", "template"} of which "default" is used.
+Result<std::string> config_template(simdjson::dom::element el, const std::string& file) {
+  std::string_view sv;
+  if (el.get_string().get(sv) == simdjson::SUCCESS) return std::string(sv);
+  simdjson::dom::array list;
+  if (el.get_array().get(list) != simdjson::SUCCESS) {
+    return make_error(file + ": chat_template is neither a string nor a list");
+  }
+  for (simdjson::dom::element entry : list) {
+    std::string_view name, body;
+    if (entry["name"].get_string().get(name) == simdjson::SUCCESS && name == "default" &&
+        entry["template"].get_string().get(body) == simdjson::SUCCESS) {
+      return std::string(body);
+    }
+  }
+  return make_error(file + ": chat_template list has no \"default\" entry");
+}
+
+Result<void> read_tokenizer_config(const fs::path& dir, ModelText& text) {
+  fs::path file = dir / "tokenizer_config.json";
+  if (!fs::exists(file)) return {};
+  simdjson::dom::parser parser;
+  simdjson::padded_string json;
+  if (simdjson::padded_string::load(file.string()).get(json) != simdjson::SUCCESS) {
+    return make_error(file.string() + ": cannot read");
+  }
+  simdjson::dom::element root;
+  if (auto err = parser.parse(json).get(root); err != simdjson::SUCCESS) {
+    return make_error(file.string() + ": invalid JSON: " + simdjson::error_message(err));
+  }
+  simdjson::dom::element el;
+  if (root["bos_token"].get(el) == simdjson::SUCCESS) text.bos_token = token_entry(el);
+  if (root["eos_token"].get(el) == simdjson::SUCCESS) text.eos_token = token_entry(el);
+  if (text.chat_template.empty() && root["chat_template"].get(el) == simdjson::SUCCESS) {
+    Result<std::string> tmpl = config_template(el, file.string());
+    if (!tmpl) return tmpl.error();
+    text.chat_template = *tmpl;
+  }
+  return {};
+}
+
+Result<ModelText> from_hf_dir(const std::string& dir) {
+  auto tok = Tokenizer::from_hf_dir(dir);
+  if (!tok) return tok.error();
+  ModelText text;
+  text.tokenizer = *tok;
+  fs::path jinja = fs::path(dir) / "chat_template.jinja";
+  if (fs::exists(jinja)) {
+    std::ifstream in(jinja, std::ios::binary);
+    std::ostringstream body;
+    body << in.rdbuf();
+    text.chat_template = body.str();
+  }
+  if (Result<void> r = read_tokenizer_config(dir, text); !r) return r.error();
+  if (text.bos_token.empty()) text.bos_token = token_text(*text.tokenizer, text.tokenizer->bos_id());
+  if (text.eos_token.empty()) text.eos_token = token_text(*text.tokenizer, text.tokenizer->eos_id());
+  return text;
+}
+
+}  // namespace
+
+bool is_gguf_path(const std::string& model_path) {
+  std::ifstream in(model_path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::string_view(magic, 4) == "GGUF";
+}
+
+Result<ModelText> load_model_text(const std::string& model_path) {
+  std::error_code ec;
+  if (fs::is_directory(model_path, ec)) return from_hf_dir(model_path);
+  if (!fs::exists(model_path, ec)) return make_error(model_path + ": no such file or directory");
+  if (!is_gguf_path(model_path)) {
+    return make_error(model_path + ": not a GGUF file (bad magic) and not a model directory");
+  }
+  return from_gguf(model_path);
+}
+
+}  // namespace pagoda::model

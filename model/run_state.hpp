@@ -1,0 +1,83 @@
+// RunState: the forward pass's working memory, allocated once at model load
+// for the largest step it accepts (RunStateLimits), so that a step allocates
+// nothing: the activation buffers in backend memory, one backend buffer for
+// the step's index metadata and its host staging twin (packed, then uploaded
+// with a single upload()).
+//
+// It also owns the batch check: stage() validates a ForwardBatch against the
+// limits, the model and the KV cache (every index the kernels will follow is
+// in range, positions/slots agree with context_lens and block tables) and
+// returns an Error naming the first problem before anything is written.
+//
+// Must not outlive its Backend. Not thread-safe: one forward at a time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gpu/backend.hpp"
+#include "gpu/device_buffer.hpp"
+#include "gpu/kv_cache.hpp"
+#include "gpu/ops.hpp"
+#include "gpu/result.hpp"
+#include "model/forward_batch.hpp"
+#include "model/model_config.hpp"
+
+namespace pagoda::model {
+
+struct RunStateLimits {
+  int32_t max_tokens = 0;          // T per step (max_num_batched_tokens)
+  int32_t max_seqs = 0;            // S per step
+  int32_t max_blocks_per_seq = 0;  // block-table width
+  int32_t max_logits_rows = 0;     // R per step
+  int32_t max_model_len = 0;       // context_lens and positions stay below this
+  int32_t block_size = 0;          // the KV cache's
+};
+
+// Pointers (backend memory) to one staged step's metadata.
+struct StagedStep {
+  const int32_t* token_ids = nullptr;     // [T]
+  const int32_t* positions = nullptr;     // [T]
+  const int64_t* slot_mapping = nullptr;  // [T]
+  const int32_t* logits_rows = nullptr;   // [R]
+  gpu::AttentionMetadata meta;            // query_start_loc, context_lens, block_tables
+  int32_t num_logits_rows = 0;
+};
+
+class RunState {
+ public:
+  static Result<RunState> create(gpu::Backend& backend, const ModelConfig& config,
+                                 const RunStateLimits& limits);
+
+  const RunStateLimits& limits() const { return limits_; }
+  uint64_t device_bytes() const { return device_bytes_; }
+
+  // Validates `batch` (see above), packs its metadata and uploads it.
+  Result<StagedStep> stage(gpu::Backend& backend, const ForwardBatch& batch,
+                           const gpu::KvCache& cache);
+
+  // Activations, all fp32, rows of one token (T = limits.max_tokens rows).
+  float* residual() const { return residual_.as<float>(); }  // [T, H]
+  float* delta() const { return delta_.as<float>(); }        // [T, H]: sublayer outputs
+  float* normed() const { return normed_.as<float>(); }      // [T, H]
+  float* wide() const { return wide_.as<float>(); }          // [T, max((Hq+2Hk)D, 2I)]
+  float* mid() const { return mid_.as<float>(); }            // [T, max(Hq D, I)]
+  float* gathered() const { return gathered_.as<float>(); }  // [R, H]
+  float* logits() const { return logits_.as<float>(); }      // [R, V]
+  const gpu::DeviceBuffer& logits_buffer() const { return logits_; }
+
+ private:
+  Result<void> check(const ForwardBatch& batch, const gpu::KvCache& cache) const;
+  Result<void> check_sequence(const ForwardBatch& batch, int32_t s,
+                              const gpu::KvCache& cache) const;
+
+  RunStateLimits limits_;
+  int32_t vocab_size_ = 0;
+  int32_t num_layers_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
+  gpu::DeviceBuffer residual_, delta_, normed_, wide_, mid_, gathered_, logits_;
+  gpu::DeviceBuffer meta_;          // the staged metadata
+  std::vector<uint8_t> host_meta_;  // its host twin, same size
+  uint64_t device_bytes_ = 0;
+};
+
+}  // namespace pagoda::model

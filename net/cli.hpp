@@ -1,0 +1,16 @@
+// The `pagoda` command line: one function per subcommand, each registering its
+// options on the CLI11 app and returning the callback's exit code through
+// `exit_code`. Runs on the main thread; prints results on stdout and errors on
+// stderr (exit code 1 for a failed command, 2 for bad usage).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace pagoda::net {
+
+void add_inspect_command(CLI::App& app, int& exit_code);
+void add_tokenize_command(CLI::App& app, int& exit_code);
+void add_chat_template_command(CLI::App& app, int& exit_code);
+void add_serve_command(CLI::App& app, int& exit_code);
+
+}  // namespace pagoda::net

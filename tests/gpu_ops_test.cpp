@@ -1,0 +1,382 @@
+// The CPU backend's elementwise ops, buffers and KV cache plumbing, each
+// against a naive reference written here (fp64 where it matters):
+// embedding, RMSNorm (+ fused residual), RoPE (NeoX / interleaved, partial,
+// linear and llama3 scaling), SiLU*mul, KV cache write, copy_blocks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gpu/backend.hpp"
+#include "gpu/cpu/cpu_ops.hpp"
+
+namespace pagoda::gpu {
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+std::unique_ptr<Backend> cpu_backend(size_t threads = 3, uint64_t limit = 0) {
+  auto b = make_backend(BackendKind::kCpu, BackendOptions{limit, threads});
+  EXPECT_TRUE(b.ok());
+  return std::move(b).value();
+}
+
+TEST(Backend, AllocateUploadDownloadAndLimit) {
+  auto be = cpu_backend(2, 1 << 20);
+  EXPECT_EQ(be->kind(), BackendKind::kCpu);
+  EXPECT_TRUE(be->host_accessible());
+  auto buf = be->allocate(1000);
+  ASSERT_TRUE(buf.ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(buf->data()) % 256, 0u);
+  std::vector<uint8_t> in(100), out(100);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = uint8_t(i * 7);
+  ASSERT_TRUE(be->upload(*buf, 900, in.data(), 100).ok());
+  ASSERT_TRUE(be->download(*buf, 900, out.data(), 100).ok());
+  EXPECT_EQ(in, out);
+  EXPECT_FALSE(be->upload(*buf, 901, in.data(), 100).ok());  // past the end
+  EXPECT_FALSE(be->download(*buf, 2000, out.data(), 1).ok());
+  // The cap: a second megabyte does not fit; freeing makes room again.
+  EXPECT_FALSE(be->allocate(1 << 20).ok());
+  buf->reset();
+  EXPECT_TRUE(be->allocate(1 << 20).ok());
+  auto empty = be->allocate(0);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+}
+
+TEST(Backend, CudaRequestWithoutCudaIsAnError) {
+#ifndef PAGODA_HAVE_CUDA
+  auto b = make_backend(BackendKind::kCuda);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("CUDA"), std::string::npos);
+  auto a = make_backend(BackendKind::kAuto);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->kind(), BackendKind::kCpu);
+#else
+  GTEST_SKIP() << "CUDA build: the fallback is covered by the CPU-only build";
+#endif
+}
+
+TEST(KvCache, SizedFromBudget) {
+  auto be = cpu_backend();
+  KvCacheSpec spec{3, 2, 64, 16, KvDtype::kF32};
+  EXPECT_EQ(spec.bytes_per_block_all_layers(), 2 * 3 * 2 * 16 * 64 * 4);
+  const uint64_t per_block = uint64_t(spec.bytes_per_block_all_layers());
+  auto kv = be->create_kv_cache_for_budget(spec, 10 * per_block + per_block / 2);
+  ASSERT_TRUE(kv.ok()) << kv.error().message;
+  EXPECT_EQ(kv->num_blocks(), 10);
+  EXPECT_EQ(kv->layout().block_stride(), 2 * 16 * 64);
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_NE(kv->layer(l).k, nullptr);
+    EXPECT_NE(kv->layer(l).k, kv->layer(l).v);
+  }
+  EXPECT_FALSE(be->create_kv_cache_for_budget(spec, per_block - 1).ok());
+  EXPECT_FALSE(be->create_kv_cache(KvCacheSpec{3, 2, 64, 12, KvDtype::kF32}, 4).ok());
+  // A budget the memory cap cannot back is an error value, not a crash.
+  auto small = cpu_backend(1, 4 * per_block);
+  EXPECT_FALSE(small->create_kv_cache(spec, 8).ok());
+}
+
+TEST(KvCacheLayout, OffsetsAreInt64) {
+  KvCacheLayout L{8, 128, 16, 3'000'000};
+  EXPECT_EQ(L.block_stride(), 8 * 16 * 128);
+  EXPECT_EQ(L.offset(2'999'999, 7, 15), int64_t{2'999'999} * 16384 + 7 * 2048 + 15 * 128);
+  EXPECT_GT(L.offset(2'999'999, 0, 0), int64_t{1} << 32);
+  EXPECT_EQ(L.slot_offset(int64_t{2'999'999} * 16 + 15, 7), L.offset(2'999'999, 7, 15));
+}
+
+TEST(Ops, EmbeddingGathersRowsAndZeroesBadIds) {
+  auto be = cpu_backend();
+  const int vocab = 50, hidden = 37, T = 6;
+  auto table = random_vec(size_t(vocab * hidden), 1);
+  std::vector<int32_t> ids = {3, 49, 0, -1, 50, 3};
+  std::vector<float> out(size_t(T * hidden), 123.0f);
+  EmbeddingParams p{table.data(), ids.data(), out.data(), T, hidden, vocab};
+  be->embedding(p);
+  for (int t = 0; t < T; ++t) {
+    for (int d = 0; d < hidden; ++d) {
+      float want = (ids[t] >= 0 && ids[t] < vocab) ? table[size_t(ids[t] * hidden + d)] : 0.0f;
+      ASSERT_EQ(out[size_t(t * hidden + d)], want) << t << "," << d;
+    }
+  }
+}
+
+double ref_rms_inv(const float* x, int n, float eps) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  return 1.0 / std::sqrt(ss / n + eps);
+}
+
+TEST(Ops, RmsNormPlainAndInPlace) {
+  auto be = cpu_backend();
+  const int T = 5, H = 577;
+  auto x = random_vec(size_t(T * H), 2, -3, 3);
+  auto w = random_vec(size_t(H), 3, 0.5, 1.5);
+  std::vector<float> out(x.size());
+  be->rms_norm(RmsNormParams{x.data(), nullptr, w.data(), out.data(), T, H, 1e-6f});
+  for (int t = 0; t < T; ++t) {
+    double inv = ref_rms_inv(&x[size_t(t * H)], H, 1e-6f);
+    for (int i = 0; i < H; ++i) {
+      double want = x[size_t(t * H + i)] * inv * w[size_t(i)];
+      ASSERT_NEAR(out[size_t(t * H + i)], want, 1e-5 * std::abs(want) + 1e-6);
+    }
+  }
+  std::vector<float> inplace = x;
+  be->rms_norm(RmsNormParams{inplace.data(), nullptr, w.data(), inplace.data(), T, H, 1e-6f});
+  EXPECT_EQ(inplace, out);
+}
+
+TEST(Ops, RmsNormFusedResidualAdd) {
+  auto be = cpu_backend();
+  const int T = 4, H = 64;
+  auto x = random_vec(size_t(T * H), 4, -2, 2);
+  auto res = random_vec(size_t(T * H), 5, -2, 2);
+  auto w = random_vec(size_t(H), 6, 0.5, 1.5);
+  std::vector<float> sum(x.size());
+  for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + res[i];
+  std::vector<float> r = res, out = x;  // out aliases x: vLLM's in-place form
+  be->rms_norm(RmsNormParams{out.data(), r.data(), w.data(), out.data(), T, H, 1e-5f});
+  EXPECT_EQ(r, sum);  // residual := x + residual
+  for (int t = 0; t < T; ++t) {
+    double inv = ref_rms_inv(&sum[size_t(t * H)], H, 1e-5f);
+    for (int i = 0; i < H; ++i) {
+      double want = sum[size_t(t * H + i)] * inv * w[size_t(i)];
+      ASSERT_NEAR(out[size_t(t * H + i)], want, 1e-5 * std::abs(want) + 1e-6);
+    }
+  }
+}
+
+TEST(Ops, SiluMulUsesGateThenUpPacking) {
+  auto be = cpu_backend();
+  const int T = 3, I = 45;
+  auto x = random_vec(size_t(T * 2 * I), 7, -6, 6);
+  std::vector<float> out(size_t(T * I));
+  be->silu_mul(SiluMulParams{x.data(), out.data(), T, I});
+  for (int t = 0; t < T; ++t) {
+    for (int i = 0; i < I; ++i) {
+      double g = x[size_t(t * 2 * I + i)], u = x[size_t(t * 2 * I + I + i)];
+      double want = g / (1.0 + std::exp(-g)) * u;
+      ASSERT_NEAR(out[size_t(t * I + i)], want, 1e-5 * std::abs(want) + 1e-6);
+    }
+  }
+}
+
+// ---- RoPE --------------------------------------------------------------------
+
+// HF's llama3 rule in its torch.where form (written independently of the op).
+double ref_llama3(double inv, double factor, double lf, double hf, double orig) {
+  const double pi = 3.14159265358979323846;
+  double wavelen = 2 * pi / inv;
+  double low_wl = orig / lf, high_wl = orig / hf;
+  double scaled = wavelen > low_wl ? inv / factor : inv;
+  double smooth = (orig / wavelen - lf) / (hf - lf);
+  double smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
+  bool medium = !(wavelen < high_wl) && !(wavelen > low_wl);
+  return medium ? smoothed : scaled;
+}
+
+TEST(Rope, InvFreqNoneLinearLlama3) {
+  RopeConfig c;
+  c.head_dim = 128;
+  c.theta = 500000.0f;
+  auto none = rope_inv_freq(c);
+  ASSERT_EQ(none.size(), 64u);
+  EXPECT_EQ(none[0], 1.0f);
+  EXPECT_NEAR(none[63], std::pow(500000.0, -126.0 / 128), 1e-12);
+  c.scaling = RopeScaling::kLinear;
+  c.factor = 4.0f;
+  auto lin = rope_inv_freq(c);
+  for (size_t i = 0; i < 64; ++i) EXPECT_FLOAT_EQ(lin[i], none[i] / 4.0f);
+  c.scaling = RopeScaling::kLlama3;
+  c.factor = 8.0f;
+  auto l3 = rope_inv_freq(c);
+  EXPECT_EQ(l3[0], 1.0f);                         // high frequency: unchanged
+  EXPECT_FLOAT_EQ(l3[63], none[63] / 8.0f);       // low frequency: / factor
+  int medium = 0;
+  for (size_t i = 0; i < 64; ++i) {
+    double base = std::pow(500000.0, -2.0 * double(i) / 128);
+    EXPECT_NEAR(l3[i], ref_llama3(base, 8, 1, 4, 8192), 1e-7 * base) << i;
+    if (l3[i] < none[i] * 0.999f && l3[i] > none[i] / 8 * 1.001f) ++medium;
+  }
+  EXPECT_GT(medium, 3);  // a band of smoothly interpolated frequencies exists
+  RopeConfig bad = c;
+  bad.rotary_dim = 127;
+  EXPECT_FALSE(validate_rope_config(bad).ok());
+}
+
+// Direct formula: pairs per style, angle pos * theta^(-2i/rot) (scaled).
+void ref_rope(std::vector<double>& v, int D, int rot, RopeStyle style, double pos,
+              const std::vector<double>& inv) {
+  for (int i = 0; i < rot / 2; ++i) {
+    int a = style == RopeStyle::kNeox ? i : 2 * i;
+    int b = style == RopeStyle::kNeox ? i + rot / 2 : 2 * i + 1;
+    double c = std::cos(pos * inv[size_t(i)]), s = std::sin(pos * inv[size_t(i)]);
+    double x = v[size_t(a)], y = v[size_t(b)];
+    v[size_t(a)] = x * c - y * s;
+    v[size_t(b)] = y * c + x * s;
+  }
+  (void)D;
+}
+
+void check_rope(RopeStyle style, int rot, RopeScaling scaling) {
+  auto be = cpu_backend();
+  const int T = 7, Hq = 9, Hk = 3, D = 64, stride = (Hq + 2 * Hk) * D;
+  RopeConfig cfg;
+  cfg.head_dim = D;
+  cfg.rotary_dim = rot;
+  cfg.theta = 10000.0f;
+  cfg.style = style;
+  cfg.scaling = scaling;
+  cfg.factor = scaling == RopeScaling::kNone ? 1.0f : 8.0f;
+  cfg.original_max_positions = 64;  // puts D = 64's frequencies in all three bands
+  auto table = be->create_rope_table(cfg);
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  std::vector<double> inv(size_t(rot / 2));
+  for (int i = 0; i < rot / 2; ++i) {
+    double f = std::pow(10000.0, -2.0 * i / rot);
+    if (scaling == RopeScaling::kLinear) f /= 8;
+    if (scaling == RopeScaling::kLlama3) f = ref_llama3(f, 8, 1, 4, 64);
+    inv[size_t(i)] = double(float(f));  // the table is fp32, as HF's inv_freq buffer
+  }
+  auto qkv = random_vec(size_t(T * stride), 11);
+  std::vector<int32_t> pos = {0, 1, 2, 17, 100, 1000, 4095};
+  auto got = qkv;
+  be->rope(table->params(got.data(), stride, got.data() + Hq * D, stride, pos.data(), T, Hq, Hk));
+  for (int t = 0; t < T; ++t) {
+    for (int h = 0; h < Hq + 2 * Hk; ++h) {
+      std::vector<double> v(static_cast<size_t>(D));
+      for (int d = 0; d < D; ++d) v[size_t(d)] = qkv[size_t(t * stride + h * D + d)];
+      if (h < Hq + Hk) ref_rope(v, D, rot, style, pos[size_t(t)], inv);  // V untouched
+      for (int d = 0; d < D; ++d) {
+        ASSERT_NEAR(got[size_t(t * stride + h * D + d)], v[size_t(d)], 2e-6)
+            << "t=" << t << " h=" << h << " d=" << d;
+      }
+    }
+  }
+}
+
+TEST(Rope, NeoxFull) { check_rope(RopeStyle::kNeox, 64, RopeScaling::kNone); }
+TEST(Rope, InterleavedFull) { check_rope(RopeStyle::kInterleaved, 64, RopeScaling::kNone); }
+TEST(Rope, NeoxPartialLinear) { check_rope(RopeStyle::kNeox, 32, RopeScaling::kLinear); }
+TEST(Rope, InterleavedLlama3) { check_rope(RopeStyle::kInterleaved, 64, RopeScaling::kLlama3); }
+TEST(Rope, NeoxLlama3) { check_rope(RopeStyle::kNeox, 64, RopeScaling::kLlama3); }
+
+// GGUF's Q/K permutation maps HF rows (i, i + D/2) to (2i, 2i + 1): interleaved
+// rope on permuted vectors must equal NeoX rope on the originals, permuted.
+TEST(Rope, InterleavedEqualsNeoxUnderGgufPermutation) {
+  auto be = cpu_backend();
+  const int D = 128;
+  RopeConfig cfg;
+  cfg.head_dim = D;
+  cfg.theta = 500000.0f;
+  auto neox_table = be->create_rope_table(cfg);
+  cfg.style = RopeStyle::kInterleaved;
+  auto inter_table = be->create_rope_table(cfg);
+  ASSERT_TRUE(neox_table.ok() && inter_table.ok());
+  auto x = random_vec(D, 12);
+  std::vector<float> perm(D);
+  for (int i = 0; i < D / 2; ++i) {
+    perm[size_t(2 * i)] = x[size_t(i)];
+    perm[size_t(2 * i + 1)] = x[size_t(i + D / 2)];
+  }
+  int32_t pos = 777;
+  be->rope(neox_table->params(x.data(), D, nullptr, 0, &pos, 1, 1, 0));
+  be->rope(inter_table->params(perm.data(), D, nullptr, 0, &pos, 1, 1, 0));
+  for (int i = 0; i < D / 2; ++i) {
+    EXPECT_EQ(perm[size_t(2 * i)], x[size_t(i)]);
+    EXPECT_EQ(perm[size_t(2 * i + 1)], x[size_t(i + D / 2)]);
+  }
+}
+
+// ---- KV cache write and copy_blocks --------------------------------------------
+
+TEST(Ops, KvCacheWriteBySlotSkipsPadding) {
+  auto be = cpu_backend();
+  KvCacheSpec spec{1, 3, 8, 8, KvDtype::kF32};
+  auto kv = be->create_kv_cache(spec, 5);
+  ASSERT_TRUE(kv.ok());
+  const KvCacheLayout L = kv->layout();
+  float* kc = static_cast<float*>(kv->layer(0).k);
+  float* vc = static_cast<float*>(kv->layer(0).v);
+  const size_t n = size_t(L.layer_elements());
+  std::fill(kc, kc + n, -7.0f);
+  std::fill(vc, vc + n, -7.0f);
+  const int T = 4, row = 2 * 3 * 8;  // fused k|v rows: stride 48, v at +24
+  auto kvrows = random_vec(size_t(T * row), 13);
+  std::vector<int64_t> slots = {39, -1, 0, 17};
+  be->kv_cache_write(KvCacheWriteParams{kvrows.data(), kvrows.data() + 24, row, row, kc, vc, L,
+                                        KvDtype::kF32, slots.data(), T});
+  std::vector<float> want_k(n, -7.0f), want_v(n, -7.0f);
+  for (int t = 0; t < T; ++t) {
+    if (slots[size_t(t)] < 0) continue;
+    int64_t block = slots[size_t(t)] / 8, off = slots[size_t(t)] % 8;
+    for (int h = 0; h < 3; ++h) {
+      for (int d = 0; d < 8; ++d) {
+        size_t idx = size_t(((block * 3 + h) * 8 + off) * 8 + d);  // [blk][head][slot][dim]
+        want_k[idx] = kvrows[size_t(t * row + h * 8 + d)];
+        want_v[idx] = kvrows[size_t(t * row + 24 + h * 8 + d)];
+      }
+    }
+  }
+  EXPECT_EQ(std::vector<float>(kc, kc + n), want_k);
+  EXPECT_EQ(std::vector<float>(vc, vc + n), want_v);
+}
+
+TEST(Ops, CopyBlocksAllLayersKAndV) {
+  auto be = cpu_backend();
+  KvCacheSpec spec{3, 2, 16, 8, KvDtype::kF32};
+  auto kv = be->create_kv_cache(spec, 6);
+  ASSERT_TRUE(kv.ok());
+  const size_t n = size_t(kv->layout().layer_elements()), blk = size_t(kv->layout().block_stride());
+  std::vector<std::vector<float>> before;
+  for (int l = 0; l < 3; ++l) {
+    for (void* p : {kv->layer(l).k, kv->layer(l).v}) {
+      auto data = random_vec(n, uint32_t(20 + before.size()));
+      std::memcpy(p, data.data(), n * sizeof(float));
+      before.push_back(data);
+    }
+  }
+  auto pairs_buf = be->allocate(4 * sizeof(int32_t));
+  ASSERT_TRUE(pairs_buf.ok());
+  const int32_t pairs[4] = {1, 4, 1, 5};  // one source, two destinations
+  ASSERT_TRUE(be->upload(*pairs_buf, 0, pairs, sizeof(pairs)).ok());
+  be->copy_blocks(kv->copy_blocks_params(pairs_buf->as<int32_t>(), 2));
+  size_t which = 0;
+  for (int l = 0; l < 3; ++l) {
+    for (void* p : {kv->layer(l).k, kv->layer(l).v}) {
+      auto want = before[which++];
+      std::copy_n(want.begin() + 1 * blk, blk, want.begin() + 4 * blk);
+      std::copy_n(want.begin() + 1 * blk, blk, want.begin() + 5 * blk);
+      const float* got = static_cast<const float*>(p);
+      EXPECT_EQ(std::vector<float>(got, got + n), want) << "layer " << l;
+    }
+  }
+}
+
+// Thread count must not change any bit (ops split work by rows only).
+TEST(Ops, ResultsIndependentOfThreadCount) {
+  const int T = 33, H = 2048;
+  auto x = random_vec(size_t(T * H), 30);
+  auto res = random_vec(size_t(T * H), 31);
+  auto w = random_vec(size_t(H), 32);
+  std::vector<std::vector<float>> outs;
+  for (size_t threads : {1, 4}) {
+    auto be = cpu_backend(threads);
+    std::vector<float> r = res, out(x.size());
+    be->rms_norm(RmsNormParams{x.data(), r.data(), w.data(), out.data(), T, H, 1e-5f});
+    outs.push_back(out);
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+}
+
+}  // namespace
+}  // namespace pagoda::gpu

@@ -1,0 +1,75 @@
+"""The `pagoda` CLI on the real default model: inspect, tokenize and
+chat-template against the independent goldens in tests/data (HF tokenizers and
+jinja2 outputs), plus clear errors for broken inputs."""
+import json
+
+from conftest import DATA, run
+
+
+def test_inspect_reports_smollm2_config(pagoda_bin, model_path):
+    info = json.loads(run([pagoda_bin, "inspect", model_path]).stdout)
+    assert info["format"] == "gguf"
+    assert info["architecture"] == "llama"
+    assert (info["num_layers"], info["hidden_size"]) == (30, 576)
+    assert (info["num_heads"], info["num_kv_heads"]) == (9, 3)
+    assert info["vocab_size"] == 49152
+    assert info["tensor_count"] == sum(info["tensors_by_dtype"].values()) == 272
+
+
+def test_tokenize_jsonl_matches_hf(pagoda_bin, model_path):
+    # split on "\n" only: JSON lines may hold U+2028 and friends, which
+    # str.splitlines() would also split on.
+    corpus = (DATA / "tokenizer" / "corpus.jsonl").read_text(encoding="utf-8").split("\n")
+    golden = (DATA / "tokenizer" / "golden-smollm2.jsonl").read_text().split("\n")
+    header = json.loads(golden[0])
+    expected = [json.loads(line)["ids"] for line in golden[1:] if line]
+    lines = corpus[: header["lines"]][:400]
+    out = run([pagoda_bin, "tokenize", model_path, "--jsonl", "--no-special"],
+              stdin="\n".join(lines) + "\n").stdout.decode().split("\n")[:-1]
+    # Blank input lines are skipped by --jsonl only when literally empty; corpus
+    # lines are JSON strings, never empty.
+    assert len(out) == len(lines)
+    mismatches = [i for i, row in enumerate(out) if json.loads(row) != expected[i]]
+    assert not mismatches, f"{len(mismatches)} lines differ, first: {lines[mismatches[0]]}"
+
+
+def test_tokenize_plain_stdin(pagoda_bin, model_path):
+    ids = json.loads(run([pagoda_bin, "tokenize", model_path], stdin="Hello world").stdout)
+    assert ids == [19556, 905]
+
+
+def test_chat_template_matches_jinja2(pagoda_bin, model_path):
+    cases = json.loads((DATA / "chat" / "smollm2.cases.json").read_text(encoding="utf-8"))
+    checked = 0
+    for case in cases["cases"]:
+        if case.get("tools") or case.get("extra_context") or "expected" not in case:
+            continue
+        args = [pagoda_bin, "chat-template", model_path]
+        if not case["add_generation_prompt"]:
+            args.append("--no-generation-prompt")
+        proc = run(args, stdin=json.dumps(case["messages"]), check=False)
+        assert proc.returncode == 0, f"{case['name']}: {proc.stderr.decode()}"
+        assert proc.stdout.decode() == case["expected"], case["name"]
+        checked += 1
+    assert checked >= 10
+
+
+def test_broken_model_file_is_a_clear_error(pagoda_bin, tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
+    for cmd in ("inspect", "tokenize", "chat-template"):
+        proc = run([pagoda_bin, cmd, str(bad)], stdin="[]", check=False)
+        assert proc.returncode == 1, cmd
+        assert "broken.gguf" in proc.stderr.decode(), proc.stderr.decode()
+
+
+def test_missing_model_is_a_clear_error(pagoda_bin, tmp_path):
+    proc = run([pagoda_bin, "inspect", str(tmp_path / "nope.gguf")], check=False)
+    assert proc.returncode == 1
+    assert "nope.gguf" in proc.stderr.decode()
+
+
+def test_bad_chat_json_is_a_clear_error(pagoda_bin, model_path):
+    proc = run([pagoda_bin, "chat-template", model_path], stdin="{not json", check=False)
+    assert proc.returncode == 1
+    assert "stdin" in proc.stderr.decode()

@@ -1,0 +1,351 @@
+// Tests for gpu/cpu/quant_matmul.hpp and gpu/cpu/gemm_f32.hpp.
+//
+// References are computed here in double from the raw weight bytes (this
+// file's own block decoder) and the fp32 inputs. Tolerances (u = 2^-24,
+// γ(n) = n·u/(1−n·u), nb = K/32 blocks, A_j = |x_j| + amax_b/254):
+//  - vs x·dequant(W)ᵀ ("true"): activation quantization moves each x_j by at
+//    most amax_b/254 (half a quantization step; ×1.0001 covers the fp32
+//    rounding of d, 1/d and x/d), so
+//      |err| ≤ Σ_b (1.0001·amax_b/254)·Σ_{j∈b}|w_j| + F,
+//    where F = γ(nb+5)·(Σ_j |d_w q_wj|·A_j + Σ_b |m_b|·Σ_{j∈b} A_j) + 2u|ref|
+//    bounds the fp32 work: rounding d_w·d_x, the block product or FMA, nb block
+//    additions, the 3-level horizontal sum of the AVX2 lanes, s = d·Σq and the
+//    final add.
+//  - vs x̂·dequant(W)ᵀ ("tight"), x̂ = activations quantized here by the spec
+//    (d = amax/127, q = round-to-nearest-even(x·(1/d))): only F remains, with
+//    A_j = |x̂_j|. Any integer or layout slip shows up as O(1) errors here.
+//  - AVX2 vs scalar: both are within F of the tight reference, so they differ
+//    by at most 2F (they run the same integer math, only the fp32 summation
+//    order differs).
+//  - gemm_f32 vs double: |err| ≤ γ(K+2)·Σ_k |x_k·w_k| for any summation order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "gpu/cpu/gemm_f32.hpp"
+#include "gpu/cpu/quant_matmul.hpp"
+#include "gpu/cpu/thread_pool.hpp"
+#include "gpu/quant_format.hpp"
+
+namespace pagoda::gpu::cpu {
+namespace {
+
+constexpr double kU = 0x1p-24;
+double gamma_n(double n) { return n * kU / (1 - n * kU); }
+
+double half_value(uint16_t h) {
+  const int sign = h >> 15, exp = (h >> 10) & 31, mant = h & 1023;
+  const double mag = exp == 0 ? std::ldexp(mant / 1024.0, -14)
+                              : std::ldexp(1.0 + mant / 1024.0, exp - 15);
+  return sign ? -mag : mag;
+}
+
+// A random quantized weight and its independent decoding.
+struct TestWeight {
+  WeightFormat format;
+  int64_t n, k;
+  std::vector<uint8_t> raw;
+  std::vector<double> w;      // [n*k] dequantized
+  std::vector<double> scaled; // [n*k] d·q (the part multiplied by x's quants)
+  std::vector<double> m;      // [n*k/32] Q4_1 offsets, else 0
+  LinearWeight view() const { return {format, n, k, raw.data()}; }
+};
+
+TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) {
+  TestWeight t{f, n, k, {}, {}, {}, {}};
+  const int64_t nb = n * k / 32, bsz = block_bytes(f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.002f, 0.03f), offset(-0.3f, 0.05f);
+  t.raw.resize(static_cast<size_t>(nb * bsz));
+  for (auto& b : t.raw) b = static_cast<uint8_t>(byte(rng));
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* p = t.raw.data() + b * bsz;
+    // ggml's Q8_0/Q4_0 scales may be negative; Q4_1's d is >= 0.
+    const float d = scale(rng) * (f != WeightFormat::Q4_1 && byte(rng) < 128 ? -1.0f : 1.0f);
+    const uint16_t dh = fp32_to_fp16(d), mh = fp32_to_fp16(offset(rng));
+    p[0] = dh & 0xFF, p[1] = dh >> 8;
+    if (f == WeightFormat::Q4_1) p[2] = mh & 0xFF, p[3] = mh >> 8;
+    const double dd = half_value(dh), mm = f == WeightFormat::Q4_1 ? half_value(mh) : 0.0;
+    t.m.push_back(mm);
+    for (int j = 0; j < 32; ++j) {
+      int q;
+      if (f == WeightFormat::Q8_0) {
+        q = static_cast<int8_t>(p[2 + j]);
+      } else {
+        const uint8_t byte_j = p[(f == WeightFormat::Q4_1 ? 4 : 2) + j % 16];
+        q = (j < 16 ? byte_j & 15 : byte_j >> 4) - (f == WeightFormat::Q4_0 ? 8 : 0);
+      }
+      t.scaled.push_back(q * dd);
+      t.w.push_back(q * dd + mm);
+    }
+  }
+  return t;
+}
+
+// Activations ~N(0,1) with outliers and some all-zero blocks.
+std::vector<float> make_x(int64_t M, int64_t K, std::mt19937& rng) {
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (auto& v : x) v = g(rng) * (pick(rng) == 0 ? 20.0f : 1.0f);
+  for (int64_t b = 0; b < M * K / 32; ++b) {
+    if (pick(rng) < 3) std::fill_n(x.begin() + b * 32, 32, 0.0f);
+  }
+  return x;
+}
+
+// x̂: the activation quantization as specified in quant_matmul.hpp.
+std::vector<double> spec_quantize(const std::vector<float>& x) {
+  std::vector<double> out(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0.0f;
+    for (size_t j = b; j < b + 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    if (amax < 1e-30f) continue;  // tiny blocks quantize to zero
+    const float d = amax / 127.0f;
+    const float id = 1.0f / d;
+    for (size_t j = b; j < b + 32; ++j) out[j] = static_cast<double>(d) * std::nearbyint(x[j] * id);
+  }
+  return out;
+}
+
+struct Check {
+  double worst_true = 0, worst_tight = 0;  // max err/bound seen
+};
+
+// Checks y against the true and tight references with the bounds above.
+void check_against_references(const TestWeight& t, const std::vector<float>& x, int64_t M,
+                              const std::vector<float>& y, Check& c, const char* what) {
+  const int64_t N = t.n, K = t.k;
+  const std::vector<double> xq = spec_quantize(x);
+  const double g = gamma_n(static_cast<double>(K / 32 + 5));
+  for (int64_t mi = 0; mi < M; ++mi) {
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0, refq = 0, eq = 0, fa = 0, fq = 0;
+      for (int64_t b = 0; b < K / 32; ++b) {
+        const float* xb = x.data() + mi * K + b * 32;
+        double amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(double(xb[j])));
+        const double half_step = amax < 1e-30 ? amax : 1.0001 * amax / 254;
+        double wabs = 0, sa = 0, sq = 0;
+        for (int j = 0; j < 32; ++j) {
+          const int64_t k = b * 32 + j;
+          const double w = t.w[n * K + k], s = std::fabs(t.scaled[n * K + k]);
+          const double xv = xb[j], xh = xq[mi * K + k];
+          ref += xv * w;
+          refq += xh * w;
+          wabs += std::fabs(w);
+          fa += s * (std::fabs(xv) + half_step);
+          fq += s * std::fabs(xh);
+          sa += std::fabs(xv) + half_step;
+          sq += xh;
+        }
+        eq += half_step * wabs;
+        fa += std::fabs(t.m[n * (K / 32) + b]) * sa;
+        fq += std::fabs(t.m[n * (K / 32) + b] * sq);
+      }
+      const double got = y[mi * N + n];
+      const double tol_true = eq + g * fa + 2 * kU * std::fabs(ref) + 1e-30;
+      const double tol_tight = g * fq + 2 * kU * std::fabs(refq) + 1e-30;
+      c.worst_true = std::max(c.worst_true, std::fabs(got - ref) / tol_true);
+      c.worst_tight = std::max(c.worst_tight, std::fabs(got - refq) / tol_tight);
+      ASSERT_LE(std::fabs(got - ref), tol_true) << what << " m=" << mi << " n=" << n;
+      ASSERT_LE(std::fabs(got - refq), tol_tight) << what << " m=" << mi << " n=" << n;
+    }
+  }
+}
+
+std::vector<float> run_quant(const TestWeight& t, const std::vector<float>& x, int64_t M,
+                             QuantIsa isa, ThreadPool& pool) {
+  std::vector<float> y(static_cast<size_t>(M * t.n), -12345.0f);
+  MatmulScratch scratch;
+  const auto r = quant_matmul(t.view(), x.data(), y.data(), M, scratch, isa, pool);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return y;
+}
+
+struct Shape {
+  int64_t M, N, K;
+};
+const Shape kShapes[] = {{1, 1, 32},     {3, 7, 64},       {17, 33, 96},  {64, 67, 576},
+                         {1, 1536, 576}, {17, 192, 1536}, {64, 576, 1536}, {3, 1536, 576}};
+const WeightFormat kFormats[] = {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1};
+
+std::vector<QuantIsa> isas() {
+  std::vector<QuantIsa> v{QuantIsa::Scalar};
+  if (quant_isa_supported(QuantIsa::Avx2)) v.push_back(QuantIsa::Avx2);
+  return v;
+}
+
+TEST(QuantMatmul, MatchesReferencesWithinQuantizationBound) {
+  ThreadPool pool(2);
+  for (WeightFormat f : kFormats) {
+    for (QuantIsa isa : isas()) {
+      Check c;
+      std::mt19937 rng(42);
+      for (const Shape& s : kShapes) {
+        const TestWeight t = make_weight(f, s.N, s.K, rng);
+        const std::vector<float> x = make_x(s.M, s.K, rng);
+        char what[96];
+        std::snprintf(what, sizeof what, "%s %s M=%ld N=%ld K=%ld", format_name(f).data(),
+                      isa == QuantIsa::Avx2 ? "avx2" : "scalar", long(s.M), long(s.N), long(s.K));
+        check_against_references(t, x, s.M, run_quant(t, x, s.M, isa, pool), c, what);
+        if (HasFatalFailure()) return;
+      }
+      std::printf("%s %s: worst err/bound true %.3f tight %.3f\n", format_name(f).data(),
+                  isa == QuantIsa::Avx2 ? "avx2" : "scalar", c.worst_true, c.worst_tight);
+    }
+  }
+}
+
+TEST(QuantMatmul, Avx2EqualsScalarUpToSummationOrder) {
+  if (!quant_isa_supported(QuantIsa::Avx2)) GTEST_SKIP() << "CPU lacks AVX2/FMA";
+  ThreadPool pool(2);
+  std::mt19937 rng(5);
+  for (WeightFormat f : kFormats) {
+    for (const Shape& s : kShapes) {
+      const TestWeight t = make_weight(f, s.N, s.K, rng);
+      const std::vector<float> x = make_x(s.M, s.K, rng);
+      const std::vector<double> xq = spec_quantize(x);
+      const auto ys = run_quant(t, x, s.M, QuantIsa::Scalar, pool);
+      const auto ya = run_quant(t, x, s.M, QuantIsa::Avx2, pool);
+      const double g = gamma_n(static_cast<double>(s.K / 32 + 5));
+      for (int64_t mi = 0; mi < s.M; ++mi) {
+        for (int64_t n = 0; n < s.N; ++n) {
+          double fq = 0;
+          for (int64_t b = 0; b < s.K / 32; ++b) {
+            double sq = 0;
+            for (int64_t k = b * 32; k < b * 32 + 32; ++k) {
+              fq += std::fabs(t.scaled[n * s.K + k] * xq[mi * s.K + k]);
+              sq += xq[mi * s.K + k];
+            }
+            fq += std::fabs(t.m[n * (s.K / 32) + b] * sq);
+          }
+          const double a = ya[mi * s.N + n], b = ys[mi * s.N + n];
+          const double tol = 2 * (g * fq + 2 * kU * std::max(std::fabs(a), std::fabs(b))) + 1e-30;
+          ASSERT_LE(std::fabs(a - b), tol) << format_name(f) << " m=" << mi << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+// Blocks of very different magnitudes, down to subnormal activations.
+TEST(QuantMatmul, ExtremeBlockScales) {
+  ThreadPool pool(2);
+  std::mt19937 rng(31);
+  const float scales[] = {1e-20f, 1e-36f, 1e-44f, 1e20f, 1.0f, 0x1p-126f};
+  for (WeightFormat f : kFormats) {
+    const TestWeight t = make_weight(f, 9, 192, rng);
+    std::vector<float> x = make_x(2, 192, rng);
+    for (size_t i = 0; i < x.size(); ++i) x[i] *= scales[i / 32 % 6];
+    for (QuantIsa isa : isas()) {
+      Check c;
+      check_against_references(t, x, 2, run_quant(t, x, 2, isa, pool), c, format_name(f).data());
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// Per-output math does not depend on the split: any pool size gives the same bits.
+TEST(QuantMatmul, ThreadCountDoesNotChangeResults) {
+  ThreadPool one(1), three(3);
+  std::mt19937 rng(9);
+  const TestWeight t = make_weight(WeightFormat::Q4_1, 200, 576, rng);
+  const std::vector<float> x = make_x(70, 576, rng);
+  for (QuantIsa isa : isas()) {
+    EXPECT_EQ(run_quant(t, x, 70, isa, one), run_quant(t, x, 70, isa, three));
+  }
+}
+
+TEST(QuantMatmul, NonFiniteActivationsPoisonOnlyTheirRow) {
+  ThreadPool pool(2);
+  std::mt19937 rng(13);
+  for (WeightFormat f : kFormats) {
+    const TestWeight t = make_weight(f, 40, 64, rng);
+    std::vector<float> x = make_x(3, 64, rng);
+    x[64 + 40] = NAN;       // row 1, block 1
+    x[128 + 3] = INFINITY;  // row 2, block 0
+    for (QuantIsa isa : isas()) {
+      const auto y = run_quant(t, x, 3, isa, pool);
+      for (int n = 0; n < 40; ++n) {
+        EXPECT_TRUE(std::isfinite(y[n])) << n;
+        EXPECT_TRUE(std::isnan(y[40 + n])) << n;
+        EXPECT_TRUE(std::isnan(y[80 + n])) << n;
+      }
+    }
+  }
+}
+
+TEST(QuantMatmul, RejectsUnsupportedFormats) {
+  float w[64] = {}, x[64] = {}, y[2] = {};
+  MatmulScratch scratch;
+  EXPECT_FALSE(quant_matmul({WeightFormat::F32, 2, 32, w}, x, y, 1, scratch).ok());
+  EXPECT_FALSE(matmul({WeightFormat::F16, 2, 32, w}, x, y, 1, scratch).ok());
+  EXPECT_FALSE(matmul({WeightFormat::BF16, 2, 32, w}, x, y, 1, scratch).ok());
+}
+
+// matmul dispatches F32 to gemm_f32 and quantized formats to quant_matmul.
+TEST(Matmul, DispatchesOnFormat) {
+  ThreadPool pool(2);
+  std::mt19937 rng(17);
+  const TestWeight t = make_weight(WeightFormat::Q8_0, 50, 96, rng);
+  const std::vector<float> x = make_x(5, 96, rng);
+  MatmulScratch scratch;
+  std::vector<float> y(5 * 50);
+  ASSERT_TRUE(matmul(t.view(), x.data(), y.data(), 5, scratch, pool).ok());
+  EXPECT_EQ(y, run_quant(t, x, 5, best_quant_isa(), pool));
+
+  // The exact path: dequantize once, then fp32 GEMM.
+  const std::vector<float> wf = dequantize(WeightFormat::Q8_0, t.raw.data(), 50 * 96);
+  ASSERT_TRUE(matmul({WeightFormat::F32, 50, 96, wf.data()}, x.data(), y.data(), 5, scratch, pool).ok());
+  for (int m = 0; m < 5; ++m) {
+    for (int n = 0; n < 50; ++n) {
+      double ref = 0, mag = 0;
+      for (int k = 0; k < 96; ++k) {
+        ref += double(x[m * 96 + k]) * t.w[n * 96 + k];
+        mag += std::fabs(double(x[m * 96 + k]) * t.w[n * 96 + k]);
+      }
+      EXPECT_LE(std::fabs(y[m * 50 + n] - ref), gamma_n(98) * mag + 1e-30) << m << "," << n;
+    }
+  }
+}
+
+// ---- gemm_f32 ---------------------------------------------------------------
+
+TEST(GemmF32, MatchesDoubleReferenceOnOddShapes) {
+  ThreadPool pool(2);
+  std::mt19937 rng(23);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const Shape shapes[] = {{1, 1, 1},    {3, 7, 5},     {17, 33, 64},  {1, 300, 577},
+                          {130, 300, 577}, {600, 40, 64}, {64, 1536, 576}};
+  for (const Shape& s : shapes) {
+    std::vector<float> x(s.M * s.K), w(s.N * s.K), y(s.M * s.N, NAN);
+    for (auto& v : x) v = u(rng);
+    for (auto& v : w) v = u(rng);
+    gemm_f32(x.data(), w.data(), y.data(), s.M, s.N, s.K, pool);
+    for (int64_t m = 0; m < s.M; ++m) {
+      for (int64_t n = 0; n < s.N; ++n) {
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < s.K; ++k) {
+          ref += double(x[m * s.K + k]) * w[n * s.K + k];
+          mag += std::fabs(double(x[m * s.K + k]) * w[n * s.K + k]);
+        }
+        ASSERT_LE(std::fabs(y[m * s.N + n] - ref), gamma_n(double(s.K + 2)) * mag)
+            << "M=" << s.M << " N=" << s.N << " K=" << s.K << " at " << m << "," << n;
+      }
+    }
+  }
+}
+
+TEST(GemmF32, EmptySumIsZero) {
+  float y[6] = {1, 2, 3, 4, 5, 6};
+  gemm_f32(nullptr, nullptr, y, 2, 3, 0);
+  for (float v : y) EXPECT_EQ(v, 0.0f);
+}
+
+}  // namespace
+}  // namespace pagoda::gpu::cpu

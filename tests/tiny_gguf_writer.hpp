@@ -1,0 +1,180 @@
+// Converts the tiny HF test models (tests/data/logits/tiny-*) to GGUF the way
+// llama.cpp's convert_hf_to_gguf.py does, written independently here:
+//  - names: model.embed_tokens -> token_embd, model.layers.N.input_layernorm
+//    -> blk.N.attn_norm, self_attn.{q,k,v,o}_proj -> attn_{q,k,v,output},
+//    post_attention_layernorm -> ffn_norm, mlp.{gate,up,down}_proj ->
+//    ffn_{gate,up,down}, model.norm -> output_norm, lm_head -> output;
+//  - arch "llama": the rows of attn_q / attn_k are permuted within each head
+//    from [first half, second half] to interleaved pairs (new row 2j + h =
+//    old row h * D/2 + j), and llama3 rope scaling becomes the F32 tensor
+//    rope_freqs.weight (per-pair frequency divisors);
+//  - optional Q8_0 quantization of the 2-D weights whose row length is a
+//    multiple of 32, and hooks to break the file for the loader's error tests.
+// Header-only; used by llama_model_test and paging_proof_test.
+#pragma once
+
+#include <simdjson.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "formats_test_util.hpp"
+#include "gpu/quant_format.hpp"
+#include "model/safetensors_file.hpp"
+
+namespace pagoda::test {
+
+struct TinyGgufOptions {
+  bool q8_0 = false;                      // quantize eligible 2-D weights to Q8_0
+  std::set<std::string> keep_f32;         // GGUF names never quantized
+  std::string drop;                       // a GGUF tensor name to leave out
+  std::string bad_shape;                  // a GGUF tensor written with one row less
+  std::string bad_type;                   // a GGUF 2-D tensor written as Q5_0 (unsupported)
+};
+
+inline std::string gguf_name_of(const std::string& hf) {
+  const std::pair<const char*, const char*> fixed[] = {
+      {"model.embed_tokens.weight", "token_embd.weight"},
+      {"model.norm.weight", "output_norm.weight"},
+      {"lm_head.weight", "output.weight"}};
+  for (auto [from, to] : fixed) {
+    if (hf == from) return to;
+  }
+  const std::pair<const char*, const char*> parts[] = {
+      {"input_layernorm.", "attn_norm."}, {"self_attn.q_proj.", "attn_q."},
+      {"self_attn.k_proj.", "attn_k."},   {"self_attn.v_proj.", "attn_v."},
+      {"self_attn.o_proj.", "attn_output."}, {"post_attention_layernorm.", "ffn_norm."},
+      {"mlp.gate_proj.", "ffn_gate."},    {"mlp.up_proj.", "ffn_up."},
+      {"mlp.down_proj.", "ffn_down."}};
+  const std::string prefix = "model.layers.";
+  const size_t dot = hf.find('.', prefix.size());
+  const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
+  const std::string rest = hf.substr(dot + 1);
+  for (auto [from, to] : parts) {
+    if (rest.rfind(from, 0) == 0) return "blk." + layer + "." + to + rest.substr(std::strlen(from));
+  }
+  return "?" + hf;
+}
+
+// Q8_0 blocks of a row-major [n] float array (n % 32 == 0).
+inline std::vector<uint8_t> quantize_q8_0(const std::vector<float>& x) {
+  std::vector<uint8_t> out;
+  for (size_t b = 0; b < x.size(); b += 32) {
+    float amax = 0;
+    for (size_t j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b + j]));
+    const float d = amax / 127.0f;
+    const uint16_t h = gpu::fp32_to_fp16(d);
+    out.push_back(uint8_t(h & 0xFF));
+    out.push_back(uint8_t(h >> 8));
+    for (size_t j = 0; j < 32; ++j) {
+      out.push_back(uint8_t(int8_t(d == 0 ? 0 : std::lround(x[b + j] / d))));
+    }
+  }
+  return out;
+}
+
+inline std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * 4);
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+// Permutes the rows of W [heads * D, K] within each head for llama's interleaved rope.
+inline std::vector<float> permute_rows(const std::vector<float>& w, int64_t heads, int64_t K) {
+  const int64_t D = int64_t(w.size()) / K / heads;
+  std::vector<float> out(w.size());
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t j = 0; j < D / 2; ++j) {
+      for (int64_t half = 0; half < 2; ++half) {
+        const float* src = &w[size_t((h * D + half * D / 2 + j) * K)];
+        std::copy(src, src + K, &out[size_t((h * D + 2 * j + half) * K)]);
+      }
+    }
+  }
+  return out;
+}
+
+// llama.cpp's rope_freqs for llama3 scaling: the divisor of each pair's frequency.
+inline std::vector<float> llama3_freq_factors(double theta, int64_t dim, double factor, double low,
+                                              double high, double orig) {
+  std::vector<float> out;
+  const double pi = 3.14159265358979323846;
+  for (int64_t i = 0; i < dim; i += 2) {
+    const double freq = 1.0 / std::pow(theta, double(i) / dim);
+    const double wavelen = 2 * pi / freq;
+    if (wavelen < orig / high) {
+      out.push_back(1.0f);
+    } else if (wavelen > orig / low) {
+      out.push_back(float(factor));
+    } else {
+      const double smooth = (orig / wavelen - low) / (high - low);
+      out.push_back(float(1.0 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return out;
+}
+
+// Writes <name>.gguf into the test temp dir from the HF dir `src`; returns its path.
+inline std::string write_tiny_gguf(const std::string& src, const std::string& name,
+                                   const TinyGgufOptions& opt = {}) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element cfg = parser.load(src + "/config.json");
+  const std::string arch = std::string(std::string_view(cfg["model_type"]));
+  const int64_t H = int64_t(cfg["hidden_size"]), heads = int64_t(cfg["num_attention_heads"]);
+  const int64_t kv_heads = int64_t(cfg["num_key_value_heads"]), D = H / heads;
+  simdjson::dom::element rope = cfg["rope_parameters"];
+  const double theta = double(rope["rope_theta"]);
+  GgufWriter w;
+  w.kv_str("general.architecture", arch);
+  const std::string p = arch + ".";
+  w.kv_u32(p + "block_count", uint32_t(int64_t(cfg["num_hidden_layers"])));
+  w.kv_u32(p + "embedding_length", uint32_t(H));
+  w.kv_u32(p + "attention.head_count", uint32_t(heads));
+  w.kv_u32(p + "attention.head_count_kv", uint32_t(kv_heads));
+  w.kv_u32(p + "feed_forward_length", uint32_t(int64_t(cfg["intermediate_size"])));
+  w.kv_u32(p + "context_length", uint32_t(int64_t(cfg["max_position_embeddings"])));
+  w.kv_u32(p + "vocab_size", uint32_t(int64_t(cfg["vocab_size"])));
+  w.kv_u32(p + "rope.dimension_count", uint32_t(D));
+  w.kv_f32(p + "rope.freq_base", float(theta));
+  w.kv_f32(p + "attention.layer_norm_rms_epsilon", float(double(cfg["rms_norm_eps"])));
+  if (std::string_view(rope["rope_type"]) == "llama3") {
+    w.tensor(spec("rope_freqs.weight", {uint64_t(D / 2)}, 0,
+                  f32_bytes(llama3_freq_factors(
+                      theta, D, double(rope["factor"]), double(rope["low_freq_factor"]),
+                      double(rope["high_freq_factor"]),
+                      double(int64_t(rope["original_max_position_embeddings"]))))));
+  }
+  auto st = model::SafetensorsModel::open(src);
+  for (const model::StTensor* t : st->tensors()) {
+    const std::string g = gguf_name_of(t->name);
+    if (g == opt.drop) continue;
+    std::vector<float> v = model::to_float(*t);
+    std::vector<uint64_t> dims(t->shape.rbegin(), t->shape.rend());  // ggml order
+    const bool matrix = dims.size() == 2;
+    if (arch == "llama" && (g.find(".attn_q.") != std::string::npos ||
+                            g.find(".attn_k.") != std::string::npos)) {
+      const int64_t nh = g.find(".attn_q.") != std::string::npos ? heads : kv_heads;
+      v = permute_rows(v, nh, matrix ? int64_t(dims[0]) : 1);
+    }
+    if (g == opt.bad_shape) {
+      dims.back() -= 1;
+      v.resize(v.size() - size_t(matrix ? dims[0] : 1));
+    }
+    if (g == opt.bad_type) {  // Q5_0: 22 bytes per 32 elements, a type the loader rejects
+      w.tensor(spec(g, dims, 6, std::vector<uint8_t>(v.size() / 32 * 22, 0)));
+      continue;
+    }
+    if (opt.q8_0 && matrix && dims[0] % 32 == 0 && !opt.keep_f32.count(g)) {
+      w.tensor(spec(g, dims, 8, quantize_q8_0(v)));
+    } else {
+      w.tensor(spec(g, dims, 0, f32_bytes(v)));
+    }
+  }
+  return write_file(name + ".gguf", w.build());
+}
+
+}  // namespace pagoda::test

@@ -1,0 +1,278 @@
+// bench_kernels: throughput of the compute kernels, printed as JSON.
+//  - paged attention decode (one query row per sequence), BF16 cache on CUDA
+//    (F32 on the CPU backend): achieved bandwidth = bytes of K/V read + q
+//    read + out written per second, and its fraction of the device's peak
+//    (2 x memory clock x bus width, from cudaDeviceGetAttribute);
+//  - sampling (top_k/top_p rows over a 49152 vocabulary): time per call;
+//  - matmul through cuBLAS (BF16 weights): TFLOP/s.
+// CUDA timings use events on the backend's stream (3 warm-up calls, then the
+// mean of N); CPU timings use steady_clock. Without a device only the CPU
+// part runs. Usage: bench_kernels [--json FILE] [--quick]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/backend.hpp"
+#include "gpu/cuda/cuda_backend.hpp"
+#include "gpu/device.hpp"
+#include "gpu/quant_format.hpp"
+
+namespace {
+
+using namespace pagoda::gpu;
+using pagoda::Result;
+
+struct AttnShape {
+  const char* name;
+  int seqs, ctx, Hq, Hk, D, BS;
+};
+
+// Mean seconds per call of fn: CUDA events on the backend's stream, or the
+// host clock for the CPU backend (whose calls are synchronous).
+double time_calls(Backend& be, int iters, const std::function<void()>& fn) {
+  for (int i = 0; i < 3; ++i) fn();
+  be.synchronize();
+  if (be.kind() == BackendKind::kCuda) {
+    auto& cuda_be = static_cast<cuda::CudaBackend&>(be);
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    cudaEventRecord(start, cuda_be.stream());
+    for (int i = 0; i < iters; ++i) fn();
+    cudaEventRecord(stop, cuda_be.stream());
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return ms / 1e3 / iters;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) fn();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
+DeviceBuffer must(Result<DeviceBuffer> r) {
+  if (!r) {
+    std::fprintf(stderr, "bench_kernels: %s\n", r.error().message.c_str());
+    std::exit(1);
+  }
+  return std::move(r).value();
+}
+
+// Fills buf with `bytes` of a repeated random pattern of small finite values.
+void fill(Backend& be, DeviceBuffer& buf, KvDtype dtype, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<uint8_t> chunk(size_t{1} << 20);
+  for (size_t i = 0; i < chunk.size(); i += 4) {
+    const float x = u(rng);
+    if (dtype == KvDtype::kF32) {
+      std::memcpy(&chunk[i], &x, 4);
+    } else {
+      const uint16_t h[2] = {fp32_to_bf16(x), fp32_to_bf16(-x * 0.5f)};
+      std::memcpy(&chunk[i], h, 4);
+    }
+  }
+  for (size_t at = 0; at < buf.size(); at += chunk.size()) {
+    const size_t n = std::min(chunk.size(), buf.size() - at);
+    if (!be.upload(buf, at, chunk.data(), n)) std::exit(1);
+  }
+}
+
+template <class T>
+DeviceBuffer put(Backend& be, const std::vector<T>& v) {
+  DeviceBuffer b = must(be.allocate(v.size() * sizeof(T)));
+  if (!v.empty() && !be.upload(b, 0, v.data(), v.size() * sizeof(T))) std::exit(1);
+  return b;
+}
+
+std::string attention_case(Backend& be, const AttnShape& s, KvDtype dtype, int partition,
+                           double peak_bps, int iters) {
+  const int blocks_per_seq = (s.ctx + s.BS - 1) / s.BS;
+  const int64_t num_blocks = int64_t{s.seqs} * blocks_per_seq;
+  const KvCacheLayout L{s.Hk, s.D, s.BS, num_blocks};
+  const size_t cache_bytes = size_t(L.layer_elements() * kv_dtype_bytes(dtype));
+  DeviceBuffer kc = must(be.allocate(cache_bytes)), vc = must(be.allocate(cache_bytes));
+  fill(be, kc, dtype, 1);
+  fill(be, vc, dtype, 2);
+  std::vector<int32_t> ids(static_cast<size_t>(num_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(3));
+  std::vector<int32_t> qsl(size_t(s.seqs) + 1), ctx(size_t(s.seqs), s.ctx);
+  std::iota(qsl.begin(), qsl.end(), 0);
+  std::vector<float> q(size_t(s.seqs) * s.Hq * s.D, 0.1f);
+  DeviceBuffer qb = put(be, q), ob = put(be, q), tb = put(be, ids), sb = put(be, qsl),
+               cb = put(be, ctx);
+  PagedAttentionParams a;
+  a.q = qb.as<const float>();
+  a.q_stride = int64_t{s.Hq} * s.D;
+  a.out = ob.as<float>();
+  a.k_cache = kc.data();
+  a.v_cache = vc.data();
+  a.layout = L;
+  a.dtype = dtype;
+  a.num_q_heads = s.Hq;
+  a.scale = 1.0f / std::sqrt(float(s.D));
+  a.partition_size = partition;
+  a.meta = {s.seqs, s.seqs, sb.as<const int32_t>(), cb.as<const int32_t>(),
+            tb.as<const int32_t>(), blocks_per_seq, s.ctx};
+  const double sec = time_calls(be, iters, [&] { be.paged_attention(a); });
+  const double bytes = 2.0 * double(s.seqs) * s.ctx * s.Hk * s.D * double(kv_dtype_bytes(dtype)) +
+                       2.0 * double(q.size()) * 4;
+  const double gbps = bytes / sec / 1e9;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "{\"name\":\"%s\",\"backend\":\"%s\",\"seqs\":%d,\"ctx\":%d,\"Hq\":%d,\"Hk\":%d,"
+                "\"D\":%d,\"block\":%d,\"partition\":%d,\"us\":%.2f,\"gb_per_s\":%.1f,"
+                "\"peak_fraction\":%.3f}",
+                s.name, be.kind() == BackendKind::kCuda ? "cuda" : "cpu", s.seqs, s.ctx, s.Hq,
+                s.Hk, s.D, s.BS, partition, sec * 1e6, gbps,
+                peak_bps > 0 ? bytes / sec / peak_bps : 0.0);
+  std::fprintf(stderr, "%s\n", line);
+  return line;
+}
+
+std::string sampling_case(Backend& be, int rows, int vocab, int iters) {
+  std::vector<float> logits(size_t(rows) * vocab);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> n(0.0f, 3.0f);
+  for (auto& x : logits) x = n(rng);
+  std::vector<SamplingRowParams> rp(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    rp[size_t(r)].temperature = 0.8f;
+    rp[size_t(r)].top_k = 50;
+    rp[size_t(r)].top_p = 0.9f;
+    rp[size_t(r)].seed = uint64_t(r);
+  }
+  DeviceBuffer lb = put(be, logits), rb = put(be, rp), hb = put(be, std::vector<int32_t>{0}),
+               tb = put(be, std::vector<int32_t>(size_t(rows))),
+               pb = put(be, std::vector<float>(size_t(rows)));
+  SamplingParams p;
+  p.logits = lb.as<const float>();
+  p.rows = rb.as<const SamplingRowParams>();
+  p.history = hb.as<const int32_t>();
+  p.num_rows = rows;
+  p.vocab_size = vocab;
+  p.tokens = tb.as<int32_t>();
+  p.logprobs = pb.as<float>();
+  const double sec = time_calls(be, iters, [&] { be.sample(p); });
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "{\"backend\":\"%s\",\"rows\":%d,\"vocab\":%d,\"top_k\":50,\"top_p\":0.9,"
+                "\"us\":%.1f}",
+                be.kind() == BackendKind::kCuda ? "cuda" : "cpu", rows, vocab, sec * 1e6);
+  std::fprintf(stderr, "%s\n", line);
+  return line;
+}
+
+std::string matmul_case(cuda::CudaBackend& be, int64_t M, int64_t N, int64_t K, int iters) {
+  std::vector<uint16_t> w(size_t(N * K), fp32_to_bf16(0.01f));
+  auto dw = be.prepare_weight(LinearWeight{WeightFormat::BF16, N, K, w.data()});
+  if (!dw) std::exit(1);
+  DeviceBuffer xb = put(be, std::vector<float>(size_t(M * K), 0.5f)),
+               yb = put(be, std::vector<float>(size_t(M * N)));
+  MatmulParams p{xb.as<const float>(), K, dw->weight, nullptr, yb.as<float>(), M};
+  const double sec = time_calls(be, iters, [&] {
+    if (!be.matmul(p)) std::exit(1);
+  });
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "{\"M\":%lld,\"N\":%lld,\"K\":%lld,\"us\":%.2f,\"tflop_per_s\":%.2f,"
+                "\"weight_gb_per_s\":%.1f}",
+                (long long)M, (long long)N, (long long)K, sec * 1e6, 2.0 * M * N * K / sec / 1e12,
+                double(N * K * 2) / sec / 1e9);
+  std::fprintf(stderr, "%s\n", line);
+  return line;
+}
+
+std::string escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += (c == '\n' ? ' ' : c);
+  }
+  return o;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ",\n    " : "\n    ") + v[i];
+  return s + (v.empty() ? "]" : "\n  ]");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+  }
+  std::vector<std::string> attn, sampling, matmul;
+  std::string device = "none", reason;
+  double peak_bps = 0;
+  const DeviceInfo info = probe_devices();
+  if (info.device_count > 0) {
+    auto made = cuda::CudaBackend::create(BackendOptions{});
+    if (!made) {
+      reason = made.error().message;
+    } else {
+      cuda::CudaBackend& gpu = **made;
+      int clock_khz = 0, bus_bits = 0;
+      cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0);
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0);
+      peak_bps = 2.0 * clock_khz * 1e3 * bus_bits / 8.0;
+      device = std::string(gpu.name());
+      const int iters = quick ? 5 : 20;
+      const AttnShape shapes[] = {{"llama8b-like", 64, 2048, 32, 8, 128, 16},
+                                  {"smollm2-like", 64, 2048, 9, 3, 64, 16},
+                                  {"long-few", 4, 16384, 32, 8, 128, 16}};
+      for (const AttnShape& s : shapes) {
+        for (int P : {0, -1, 512}) {
+          attn.push_back(attention_case(gpu, s, KvDtype::kBF16, P, peak_bps, iters));
+        }
+      }
+      sampling.push_back(sampling_case(gpu, 64, 49152, iters));
+      for (int64_t M : {1, 64, 512}) {
+        matmul.push_back(matmul_case(gpu, M, 1536, 576, iters));
+        matmul.push_back(matmul_case(gpu, M, 4096, 4096, iters));
+      }
+      if (auto ok = gpu.check(); !ok) reason = ok.error().message;
+    }
+  } else {
+    reason = info.reason;
+  }
+  auto cpu = std::move(make_backend(BackendKind::kCpu)).value();
+  const AttnShape cpu_shapes[] = {{"llama8b-like", 8, 512, 32, 8, 128, 16},
+                                  {"smollm2-like", 8, 512, 9, 3, 64, 16}};
+  for (const AttnShape& s : cpu_shapes) {
+    attn.push_back(attention_case(*cpu, s, KvDtype::kF32, 0, 0, quick ? 2 : 5));
+  }
+  sampling.push_back(sampling_case(*cpu, 8, 49152, quick ? 2 : 5));
+  std::string out = "{\n  \"device\": \"" + escape(device) + "\",\n  \"note\": \"" +
+                    escape(reason) +
+                    "\",\n  \"peak_gb_per_s\": " + std::to_string(peak_bps / 1e9) +
+                    ",\n  \"attention\": " + join(attn) + ",\n  \"sampling\": " +
+                    join(sampling) + ",\n  \"matmul\": " + join(matmul) + "\n}\n";
+  std::fputs(out.c_str(), stdout);
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f != nullptr) {
+      std::fputs(out.c_str(), f);
+      std::fclose(f);
+    }
+  }
+  return reason.empty() || info.device_count == 0 ? 0 : 1;
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Generates the chat-template goldens in tests/data/chat/ with jinja2, exactly
+as transformers' tokenizer.apply_chat_template(tokenize=False) renders them.
+
+Makes:
+  tests/data/chat/smollm2.jinja            SmolLM2's template, read from the GGUF
+                                           (tokenizer.chat_template)
+  tests/data/chat/<name>.jinja             copies of ../shared/chat-templates/*.jinja
+  tests/data/chat/<name>.cases.json        conversations and the rendered prompt
+                                           (or the error jinja2 raised) per template
+  tests/data/chat/snippets.json            small templates with jinja2's output/error
+                                           (unit tests of the interpreter: hand-written
+                                           ones and seeded random ones from
+                                           tools/chat_golden_fuzz.py), plus constructs
+                                           our interpreter must reject
+
+Rendering goes through a real transformers tokenizer (PreTrainedTokenizerFast
+whose only special tokens are the family's bos/eos), so message normalization,
+reasoning aliasing, tools/documents defaults and the sandboxed environment are
+transformers' own. strftime_now is pinned to 2024-07-26 14:05:09.
+
+Run from the repository root:
+  /root/gold/bin/python tools/gen-chat-goldens.py
+(env PAGODA_MODEL: the SmolLM2 GGUF; default
+~/.cache/pagoda/models/SmolLM2-135M-Instruct.Q4_1.gguf; when absent an existing
+tests/data/chat/smollm2.jinja is reused.) Deterministic: same inputs, same files.
+"""
+import copy
+import datetime as _dt
+import json
+import os
+import pathlib
+import shutil
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+OUT = ROOT / "tests" / "data" / "chat"
+SHARED = ROOT.parent / "shared" / "chat-templates"
+MODEL = os.environ.get("PAGODA_MODEL", os.path.expanduser(
+    "~/.cache/pagoda/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+FIXED_NOW = (2024, 7, 26, 14, 5, 9)
+
+sys.path.insert(0, str(ROOT / "tools"))
+from chat_golden_cases import CONVERSATIONS, SNIPPET_CONTEXT, SNIPPETS, UNSUPPORTED  # noqa: E402
+from chat_golden_fuzz import expression_templates, scope_templates, whitespace_templates  # noqa: E402
+
+from tokenizers import Tokenizer, models  # noqa: E402
+from transformers import PreTrainedTokenizerFast  # noqa: E402
+from transformers.utils import chat_template_utils as ctu  # noqa: E402
+
+
+class _FixedDatetime(_dt.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return cls(*FIXED_NOW)
+
+
+ctu.datetime = _FixedDatetime  # strftime_now reads chat_template_utils.datetime
+
+# Family special tokens (bos, eos) as each model's tokenizer supplies them.
+FAMILIES = {
+    "smollm2": ("<|im_start|>", "<|im_end|>"),  # GGUF bos id 1 / eos id 2
+    "deepseek-r1-distill-qwen": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "phi-4-mini-instruct": ("<|endoftext|>", "<|endoftext|>"),
+    "stress": ("<s>", "</s>"),
+}
+
+
+def error_record(e):
+    return {"error": str(e), "error_type": type(e).__name__}
+
+
+def extract_smollm2():
+    dst = OUT / "smollm2.jinja"
+    if os.path.exists(MODEL):
+        import gguf
+        reader = gguf.GGUFReader(MODEL)
+        dst.write_text(reader.fields["tokenizer.chat_template"].contents(), encoding="utf-8")
+    elif not dst.exists():
+        sys.exit(f"no model at {MODEL} and no existing {dst}")
+
+
+def copy_shared():
+    if not SHARED.is_dir():
+        print(f"note: {SHARED} absent, keeping the copies in {OUT}")
+        return
+    for src in sorted(SHARED.glob("*.jinja")):
+        shutil.copyfile(src, OUT / src.name)
+
+
+def render_case(template, bos, eos, case):
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()), bos_token=bos, eos_token=eos)
+    tok.chat_template = template
+    kwargs = dict(case.get("extra_context", {}))
+    try:
+        out = tok.apply_chat_template(copy.deepcopy(case["messages"]), tools=copy.deepcopy(case.get("tools")),
+                                      add_generation_prompt=case.get("add_generation_prompt", True),
+                                      tokenize=False, **kwargs)
+        return {"expected": out}
+    except Exception as e:  # the golden records jinja2's (or transformers') error
+        return error_record(e)
+
+
+def write_json(path, obj):
+    path.write_text(json.dumps(obj, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+
+
+def gen_conversations():
+    for name, (bos, eos) in FAMILIES.items():
+        template = (OUT / f"{name}.jinja").read_text(encoding="utf-8")
+        cases = []
+        for case in CONVERSATIONS[name]:
+            rec = {"name": case["name"], "messages": case["messages"],
+                   "tools": case.get("tools"), "add_generation_prompt": case.get("add_generation_prompt", True),
+                   "extra_context": case.get("extra_context", {})}
+            rec.update(render_case(template, bos, eos, case))
+            cases.append(rec)
+        n_err = sum("error" in c for c in cases)
+        print(f"{name}: {len(cases)} cases ({n_err} errors)")
+        write_json(OUT / f"{name}.cases.json", {"template": f"{name}.jinja", "bos_token": bos, "eos_token": eos,
+                                                "now": list(FIXED_NOW), "cases": cases})
+
+
+def gen_snippets():
+    records = []
+    generated = expression_templates(1, 250) + whitespace_templates(2, 100) + scope_templates(3, 100)
+    for src in SNIPPETS + generated:
+        rec = {"template": src}
+        try:
+            compiled = ctu._compile_jinja_template(src)
+        except Exception as e:
+            rec.update(error_record(e))
+            rec["phase"] = "compile"
+            records.append(rec)
+            continue
+        try:
+            rec["expected"] = compiled.render(**copy.deepcopy(SNIPPET_CONTEXT))
+        except Exception as e:
+            rec.update(error_record(e))
+            rec["phase"] = "render"
+        if " at 0x" in rec.get("expected", ""):
+            continue  # jinja2 printed a memory address: not reproducible
+        records.append(rec)
+    n_err = sum("error" in r for r in records)
+    print(f"snippets: {len(records)} ({n_err} errors), unsupported: {len(UNSUPPORTED)}")
+    write_json(OUT / "snippets.json", {"context": SNIPPET_CONTEXT, "now": list(FIXED_NOW),
+                                       "snippets": records, "unsupported": UNSUPPORTED})
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    extract_smollm2()
+    copy_shared()
+    gen_conversations()
+    gen_snippets()
+
+
+if __name__ == "__main__":
+    main()
