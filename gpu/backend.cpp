@@ -7,6 +7,10 @@
 #include "gpu/cpu/cpu_backend.hpp"
 #include "gpu/device.hpp"
 
+#ifdef PAGODA_HAVE_CUDA
+#include "gpu/cuda/cuda_backend.hpp"
+#endif
+
 namespace pagoda::gpu {
 
 void DeviceBuffer::reset() noexcept {
@@ -83,15 +87,15 @@ Result<RopeTable> Backend::create_rope_table(const RopeConfig& config) {
 Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions& options) {
   if (kind == BackendKind::kCuda || kind == BackendKind::kAuto) {
     DeviceInfo info = probe_devices();
-    // ---- CUDA HOOK -----------------------------------------------------------
-    // When gpu/cuda has a CudaBackend, construct it here if info.device_count > 0:
-    //   #ifdef PAGODA_HAVE_CUDA
-    //   if (info.device_count > 0) return cuda::make_cuda_backend(options);
-    //   #endif
-    // ---------------------------------------------------------------------------
+#ifdef PAGODA_HAVE_CUDA
+    if (info.device_count > 0) {
+      Result<std::unique_ptr<Backend>> cuda = cuda::make_cuda_backend(options);
+      // kAuto falls back to the CPU when the device cannot be used.
+      if (cuda || kind == BackendKind::kCuda) return cuda;
+    }
+#endif
     if (kind == BackendKind::kCuda) {
-      std::string why = info.device_count > 0 ? "the CUDA backend is not implemented yet"
-                                              : info.reason;
+      std::string why = info.device_count > 0 ? "the build has no CUDA support" : info.reason;
       return make_error("CUDA backend unavailable: " + why);
     }
   }

@@ -84,6 +84,71 @@ Result<Value> Interpreter::eval_call(const Expr& e) {
   return make_error("'" + type_name(*callee) + "' object is not callable");
 }
 
+Result<Value> Interpreter::eval_collection(const Expr& e) {
+  if (e.kind == ExprKind::kDict) {
+    Dict d;
+    for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+      auto k = eval(*e.args[i]);
+      if (!k) return k;
+      if (!is_hashable(*k)) return make_error("unhashable type: '" + type_name(*k) + "'");
+      auto v = eval(*e.args[i + 1]);
+      if (!v) return v;
+      d.set(std::move(*k), std::move(*v));
+    }
+    return Value::dict(std::move(d));
+  }
+  std::vector<Value> items;
+  for (const auto& x : e.args) {
+    auto v = eval(*x);
+    if (!v) return v;
+    items.push_back(std::move(*v));
+  }
+  return Value::list(std::move(items), e.kind == ExprKind::kTuple ? ListKind::kTuple : ListKind::kList);
+}
+
+Result<Value> Interpreter::eval_operator(const Expr& e) {
+  auto l = eval(*e.args[0]);
+  if (!l) return l;
+  switch (e.kind) {
+    case ExprKind::kNeg: return negate(*l);
+    case ExprKind::kPos: return unary_plus(*l);
+    case ExprKind::kNot: return Value::boolean(!truthy(*l));
+    case ExprKind::kAnd:
+    case ExprKind::kOr:  // Python semantics: the deciding operand is the value
+      if (truthy(*l) == (e.kind == ExprKind::kOr)) return l;
+      return eval(*e.args[1]);
+    default: {
+      auto r = eval(*e.args[1]);
+      if (!r) return r;
+      return binary_op(e.op, *l, *r);
+    }
+  }
+}
+
+Result<Value> Interpreter::eval_concat(const Expr& e) {
+  std::string out;
+  for (const auto& x : e.args) {
+    auto v = eval(*x);
+    if (!v) return v;
+    auto text = printable(*v);
+    if (!text) return text.error();
+    out += *text;
+  }
+  return Value::string(std::move(out));
+}
+
+Result<Value> Interpreter::eval_filter_or_test(const Expr& e) {
+  if (!e.args[0]) return make_error("filter without a subject");
+  auto subject = eval(*e.args[0]);
+  if (!subject) return subject;
+  auto a = eval_args(e, 1);
+  if (!a) return a.error();
+  if (e.kind == ExprKind::kFilter) return apply_filter(e.name, *subject, *a);
+  auto r = apply_test(e.name, *subject, *a);
+  if (!r) return r.error();
+  return Value::boolean(*r);
+}
+
 Result<Value> Interpreter::eval(const Expr& e) {
   switch (e.kind) {
     case ExprKind::kConst: return e.value;
@@ -96,64 +161,16 @@ Result<Value> Interpreter::eval(const Expr& e) {
     case ExprKind::kGetitem: return eval_getitem(e);
     case ExprKind::kSlice: return Value::undefined("slice used outside a subscript");
     case ExprKind::kList:
-    case ExprKind::kTuple: {
-      std::vector<Value> items;
-      for (const auto& x : e.args) {
-        auto v = eval(*x);
-        if (!v) return v;
-        items.push_back(std::move(*v));
-      }
-      return Value::list(std::move(items), e.kind == ExprKind::kTuple ? ListKind::kTuple : ListKind::kList);
-    }
-    case ExprKind::kDict: {
-      Dict d;
-      for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
-        auto k = eval(*e.args[i]);
-        if (!k) return k;
-        if (!is_hashable(*k)) return make_error("unhashable type: '" + type_name(*k) + "'");
-        auto v = eval(*e.args[i + 1]);
-        if (!v) return v;
-        d.set(std::move(*k), std::move(*v));
-      }
-      return Value::dict(std::move(d));
-    }
+    case ExprKind::kTuple:
+    case ExprKind::kDict: return eval_collection(e);
     case ExprKind::kNeg:
-    case ExprKind::kPos: {
-      auto v = eval(*e.args[0]);
-      if (!v) return v;
-      return e.kind == ExprKind::kNeg ? negate(*v) : unary_plus(*v);
-    }
-    case ExprKind::kNot: {
-      auto v = eval(*e.args[0]);
-      if (!v) return v;
-      return Value::boolean(!truthy(*v));
-    }
+    case ExprKind::kPos:
+    case ExprKind::kNot:
     case ExprKind::kAnd:
-    case ExprKind::kOr: {
-      auto l = eval(*e.args[0]);
-      if (!l) return l;
-      if (truthy(*l) == (e.kind == ExprKind::kOr)) return l;
-      return eval(*e.args[1]);
-    }
-    case ExprKind::kBinary: {
-      auto l = eval(*e.args[0]);
-      if (!l) return l;
-      auto r = eval(*e.args[1]);
-      if (!r) return r;
-      return binary_op(e.op, *l, *r);
-    }
+    case ExprKind::kOr:
+    case ExprKind::kBinary: return eval_operator(e);
     case ExprKind::kCompare: return eval_compare(e);
-    case ExprKind::kConcat: {
-      std::string out;
-      for (const auto& x : e.args) {
-        auto v = eval(*x);
-        if (!v) return v;
-        auto text = printable(*v);
-        if (!text) return text.error();
-        out += *text;
-      }
-      return Value::string(std::move(out));
-    }
+    case ExprKind::kConcat: return eval_concat(e);
     case ExprKind::kCondExpr: {
       auto c = eval(*e.args[0]);
       if (!c) return c;
@@ -162,23 +179,8 @@ Result<Value> Interpreter::eval(const Expr& e) {
       return Value::undefined("the inline if-expression on line " + std::to_string(e.line) +
                               " evaluated to false and no else section was defined.");
     }
-    case ExprKind::kFilter: {
-      if (!e.args[0]) return make_error("filter without a subject");
-      auto subject = eval(*e.args[0]);
-      if (!subject) return subject;
-      auto a = eval_args(e, 1);
-      if (!a) return a.error();
-      return apply_filter(e.name, *subject, *a);
-    }
-    case ExprKind::kTest: {
-      auto subject = eval(*e.args[0]);
-      if (!subject) return subject;
-      auto a = eval_args(e, 1);
-      if (!a) return a.error();
-      auto r = apply_test(e.name, *subject, *a);
-      if (!r) return r.error();
-      return Value::boolean(*r);
-    }
+    case ExprKind::kFilter:
+    case ExprKind::kTest: return eval_filter_or_test(e);
     case ExprKind::kCall: return eval_call(e);
   }
   return make_error("unknown expression");

@@ -238,16 +238,21 @@ Result<Value> f_truncate(const Value& v, const CallArgs& a) {
 
 Result<Value> f_title(const Value& v, const CallArgs& a) {
   if (auto p = bind_args("title", a, {}); !p) return p.error();
-  // jinja2 splits on runs of [-\s({\[<] and capitalizes every piece (words
-  // and separator runs alike).
+  // jinja2 splits on runs of [-\s({\[<] and, for every piece (words and
+  // separator runs alike), upper-cases its first character and lower-cases
+  // the rest (Python's full mappings).
+  const std::u32string cps = pystr::decode(to_str(v));
+  auto is_sep = [](char32_t c) {
+    return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || pystr::is_space(c);
+  };
   std::string out;
-  bool first = true, prev_sep = false;
-  for (char32_t c : pystr::decode(to_str(v))) {
-    const bool sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || pystr::is_space(c);
-    const bool piece_start = first || sep != prev_sep;
-    pystr::append_utf8(out, piece_start ? pystr::to_upper(c) : pystr::to_lower(c));
-    first = false;
-    prev_sep = sep;
+  for (size_t i = 0; i < cps.size();) {
+    size_t j = i + 1;
+    while (j < cps.size() && is_sep(cps[j]) == is_sep(cps[i])) ++j;
+    const std::u32string_view piece(cps.data() + i, j - i);
+    out += pystr::upper(pystr::encode(piece.substr(0, 1)));
+    out += pystr::lower(pystr::encode(piece.substr(1)));
+    i = j;
   }
   return Value::string(std::move(out));
 }

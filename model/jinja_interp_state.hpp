@@ -56,6 +56,10 @@ class Interpreter {
   static Result<std::string> printable(const Value& v);
   Result<Value> eval(const Expr& e);
   Result<Value> eval_getitem(const Expr& e);
+  Result<Value> eval_collection(const Expr& e);
+  Result<Value> eval_operator(const Expr& e);
+  Result<Value> eval_concat(const Expr& e);
+  Result<Value> eval_filter_or_test(const Expr& e);
   Result<Value> eval_compare(const Expr& e);
   Result<Value> eval_call(const Expr& e);
   Result<CallArgs> eval_args(const Expr& e, size_t first);

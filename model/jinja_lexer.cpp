@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <optional>
 
 #include "model/jinja_strings.hpp"
@@ -124,6 +125,70 @@ size_t match_integer(std::string_view s, size_t p) {
   }
   const size_t r = run(p + 1, [](char c) { return is_digit(c); });
   return r == std::string_view::npos ? p + 1 : r;
+}
+
+// The character a one-letter Python escape stands for, or -1.
+int simple_escape(char e) {
+  switch (e) {
+    case '\\': case '\'': case '"': return e;
+    case 'a': return '\a';
+    case 'b': return '\b';
+    case 'f': return '\f';
+    case 'n': return '\n';
+    case 'r': return '\r';
+    case 't': return '\t';
+    case 'v': return '\v';
+    default: return -1;
+  }
+}
+
+// Decodes Python's unicode-escape of a string literal's body (as jinja2 does
+// after backslash-replacing non-ASCII characters). False with `error` set on
+// a malformed escape.
+bool unescape(std::string_view body, std::string& out, std::string& error) {
+  for (size_t k = 0; k < body.size(); ++k) {
+    if (body[k] != '\\') { out.push_back(body[k]); continue; }
+    const char e = body[++k];
+    if (e == '\n') continue;  // line continuation
+    if (const int c = simple_escape(e); c >= 0) { out.push_back(static_cast<char>(c)); continue; }
+    if (e == 'x' || e == 'u' || e == 'U') {
+      const size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+      uint32_t v = 0;
+      for (size_t j = 1; j <= n; ++j) {
+        const int h = k + j < body.size() ? hex_value(body[k + j]) : -1;
+        if (h < 0) { error = std::string("truncated \\") + e + " escape"; return false; }
+        v = v * 16 + static_cast<uint32_t>(h);
+      }
+      if (v > 0x10FFFF) { error = "illegal Unicode character"; return false; }
+      if (v >= 0xD800 && v <= 0xDFFF) { error = "surrogate escapes are not supported"; return false; }
+      pystr::append_utf8(out, v);
+      k += n;
+    } else if (e == 'N') {
+      error = "\\N{...} escapes are not supported";
+      return false;
+    } else if (e >= '0' && e <= '7') {
+      uint32_t v = static_cast<uint32_t>(e - '0');
+      for (int j = 0; j < 2 && k + 1 < body.size() && body[k + 1] >= '0' && body[k + 1] <= '7'; ++j) {
+        v = v * 8 + static_cast<uint32_t>(body[++k] - '0');
+      }
+      pystr::append_utf8(out, v);
+    } else if (e & 0x80) {
+      // The non-ASCII char was backslash-replaced first, so this backslash
+      // escapes the replacement's backslash: "\é" becomes the text "\xe9".
+      size_t n = 1;
+      while (k + n < body.size() && (body[k + n] & 0xC0) == 0x80) ++n;
+      const char32_t cp = pystr::decode(body.substr(k, n))[0];
+      char buf[16];
+      std::snprintf(buf, sizeof buf, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x",
+                    static_cast<unsigned>(cp));
+      out += buf;
+      k += n - 1;
+    } else {
+      out.push_back('\\');
+      out.push_back(e);
+    }
+  }
+  return true;
 }
 
 class Lexer {
@@ -367,62 +432,8 @@ Result<void> Lexer::lex_string() {
   size_t q = pos_ + 1;
   while (q < s_.size() && s_[q] != quote) q += s_[q] == '\\' ? 2 : 1;
   if (q >= s_.size()) return fail(std::string("unexpected char '") + quote + "'");
-  const std::string_view body(s_.data() + pos_ + 1, q - pos_ - 1);
-  std::string out;
-  for (size_t k = 0; k < body.size(); ++k) {
-    if (body[k] != '\\') { out.push_back(body[k]); continue; }
-    const char e = body[++k];
-    auto hex = [&](int n) -> Result<void> {
-      uint32_t v = 0;
-      for (int j = 0; j < n; ++j) {
-        const size_t at = k + 1 + static_cast<size_t>(j);
-        const int h = at < body.size() ? hex_value(body[at]) : -1;
-        if (h < 0) return fail("truncated \\" + std::string(1, e) + " escape");
-        v = v * 16 + static_cast<uint32_t>(h);
-      }
-      if (v > 0x10FFFF) return fail("illegal Unicode character");
-      pystr::append_utf8(out, v);
-      k += static_cast<size_t>(n);
-      return {};
-    };
-    switch (e) {
-      case '\n': break;
-      case '\\': case '\'': case '"': out.push_back(e); break;
-      case 'a': out.push_back('\a'); break;
-      case 'b': out.push_back('\b'); break;
-      case 'f': out.push_back('\f'); break;
-      case 'n': out.push_back('\n'); break;
-      case 'r': out.push_back('\r'); break;
-      case 't': out.push_back('\t'); break;
-      case 'v': out.push_back('\v'); break;
-      case 'x': if (auto r = hex(2); !r) return r; break;
-      case 'u': if (auto r = hex(4); !r) return r; break;
-      case 'U': if (auto r = hex(8); !r) return r; break;
-      case 'N': return fail("\\N{...} escapes are not supported");
-      default:
-        if (e >= '0' && e <= '7') {
-          uint32_t v = static_cast<uint32_t>(e - '0');
-          for (int j = 0; j < 2 && k + 1 < body.size() && body[k + 1] >= '0' && body[k + 1] <= '7'; ++j) {
-            v = v * 8 + static_cast<uint32_t>(body[++k] - '0');
-          }
-          pystr::append_utf8(out, v);
-        } else if (e & 0x80) {
-          // Python backslash-replaces the non-ASCII char first, so the
-          // backslash escapes the backslash of that replacement.
-          size_t n = 1;
-          while (k + n < body.size() && (body[k + n] & 0xC0) == 0x80) ++n;
-          const char32_t cp = pystr::decode(body.substr(k, n))[0];
-          char buf[16];
-          std::snprintf(buf, sizeof buf, cp < 0x100 ? "\\x%02x" : cp < 0x10000 ? "\\u%04x" : "\\U%08x",
-                        static_cast<unsigned>(cp));
-          out += buf;
-          k += n - 1;
-        } else {
-          out.push_back('\\');
-          out.push_back(e);
-        }
-    }
-  }
+  std::string out, error;
+  if (!unescape(std::string_view(s_.data() + pos_ + 1, q - pos_ - 1), out, error)) return fail(error);
   emit(TokenType::kString, std::move(out));
   advance(q + 1);
   return {};

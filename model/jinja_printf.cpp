@@ -1,7 +1,10 @@
 // Python printf-style string formatting (`'%s: %d' % (a, b)` and the
 // |format filter), see jinja_operators.hpp.
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <string_view>
 
 #include "model/jinja_methods.hpp"
 #include "model/jinja_operators.hpp"
@@ -114,63 +117,80 @@ Result<std::string> convert(const Value& v, const Spec& sp, bool markup) {
   }
 }
 
-}  // namespace
+// One `fmt % args` evaluation.
+class Formatter {
+ public:
+  Formatter(const Value& fmt, const Value& args)
+      : fmt_(fmt.str()), markup_(fmt.is_markup()), args_(args),
+        tuple_(args.is_list() && args.list().kind == ListKind::kTuple),
+        mapping_(!tuple_ && !args.is_string() && mapping_like(args)) {
+    if (tuple_) pos_ = args.items();
+    else pos_.push_back(args);
+  }
 
-Result<Value> printf_format(const Value& fmt_value, const Value& args) {
-  const std::string& fmt = fmt_value.str();
-  const bool tuple = args.is_list() && args.list().kind == ListKind::kTuple;
-  const bool mapping = !tuple && !args.is_string() && mapping_like(args);
-  const std::vector<Value> single{args};
-  const std::vector<Value>& pos = tuple ? args.items() : single;
-  size_t next = 0;
-  bool used_any = false;
-  auto next_arg = [&]() -> Result<Value> {
-    if (next >= pos.size()) return make_error("not enough arguments for format string");
-    used_any = true;
-    return pos[next++];
-  };
-  std::string out;
-  for (size_t i = 0; i < fmt.size(); ++i) {
-    if (fmt[i] != '%') { out.push_back(fmt[i]); continue; }
-    if (++i >= fmt.size()) return make_error("incomplete format");
-    if (fmt[i] == '%') { out.push_back('%'); continue; }
+  Result<Value> run() {
+    std::string out;
+    for (size_t i = 0; i < fmt_.size(); ++i) {
+      if (fmt_[i] != '%') { out.push_back(fmt_[i]); continue; }
+      if (++i >= fmt_.size()) return make_error("incomplete format");
+      if (fmt_[i] == '%') { out.push_back('%'); continue; }
+      auto piece = conversion(i);
+      if (!piece) return piece.error();
+      out += *piece;
+    }
+    if (!mapping_ && next_ < pos_.size() && (tuple_ || !used_)) {
+      return make_error("not all arguments converted during string formatting");
+    }
+    return markup_ ? Value::markup(std::move(out)) : Value::string(std::move(out));
+  }
+
+ private:
+  Result<Value> next_arg() {
+    if (next_ >= pos_.size()) return make_error("not enough arguments for format string");
+    used_ = true;
+    return pos_[next_++];
+  }
+
+  // Width or precision: digits, or `*` taking the next argument.
+  Result<void> number(size_t& i, int64_t& into) {
+    if (i < fmt_.size() && fmt_[i] == '*') {
+      ++i;
+      auto w = next_arg();
+      if (!w) return w.error();
+      if (!w->is_int()) return make_error("* wants int");
+      into = w->as_int();
+    } else if (i < fmt_.size() && std::isdigit(static_cast<unsigned char>(fmt_[i]))) {
+      into = 0;
+      while (i < fmt_.size() && std::isdigit(static_cast<unsigned char>(fmt_[i]))) into = into * 10 + (fmt_[i++] - '0');
+    }
+    return {};
+  }
+
+  // Parses one conversion starting after '%' at i (left on its last char).
+  Result<std::string> conversion(size_t& i) {
     Spec sp;
     std::optional<Value> keyed;
-    if (fmt[i] == '(') {
-      const size_t close = fmt.find(')', i);
+    if (fmt_[i] == '(') {
+      const size_t close = fmt_.find(')', i);
       if (close == std::string::npos) return make_error("incomplete format key");
-      if (!mapping) return make_error("format requires a mapping");
-      auto v = get_item(args, Value::string(fmt.substr(i + 1, close - i - 1)));
+      if (!mapping_) return make_error("format requires a mapping");
+      const std::string key = fmt_.substr(i + 1, close - i - 1);
+      auto v = get_item(args_, Value::string(key));
       if (!v) return v.error();
-      if (v->is_undefined() && args.is_dict()) return make_error("KeyError: '" + fmt.substr(i + 1, close - i - 1) + "'");
+      if (v->is_undefined() && args_.is_dict()) return make_error("KeyError: '" + key + "'");
       keyed = *v;
       i = close + 1;
     }
-    while (i < fmt.size() && std::string("-+ #0").find(fmt[i]) != std::string::npos) sp.flags.push_back(fmt[i++]);
-    auto number = [&](int64_t& into) -> Result<void> {
-      if (i < fmt.size() && fmt[i] == '*') {
-        ++i;
-        auto w = next_arg();
-        if (!w) return w.error();
-        if (!w->is_int()) return make_error("* wants int");
-        into = w->as_int();
-        return {};
-      }
-      if (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) {
-        into = 0;
-        while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) into = into * 10 + (fmt[i++] - '0');
-      }
-      return {};
-    };
-    if (auto r = number(sp.width); !r) return r.error();
-    if (i < fmt.size() && fmt[i] == '.') {
+    while (i < fmt_.size() && std::string_view("-+ #0").find(fmt_[i]) != std::string_view::npos) sp.flags.push_back(fmt_[i++]);
+    if (auto r = number(i, sp.width); !r) return r.error();
+    if (i < fmt_.size() && fmt_[i] == '.') {
       ++i;
       sp.precision = 0;
-      if (auto r = number(sp.precision); !r) return r.error();
+      if (auto r = number(i, sp.precision); !r) return r.error();
     }
-    while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
-    if (i >= fmt.size()) return make_error("incomplete format");
-    sp.conv = fmt[i];
+    while (i < fmt_.size() && (fmt_[i] == 'h' || fmt_[i] == 'l' || fmt_[i] == 'L')) ++i;
+    if (i >= fmt_.size()) return make_error("incomplete format");
+    sp.conv = fmt_[i];
     Value arg;
     if (keyed) {
       arg = *keyed;
@@ -180,14 +200,20 @@ Result<Value> printf_format(const Value& fmt_value, const Value& args) {
       arg = *a;
     }
     if (arg.is_undefined() && sp.conv != 's' && sp.conv != 'r' && sp.conv != 'a') return undefined_error(arg);
-    auto piece = convert(arg, sp, fmt_value.is_markup());
-    if (!piece) return piece.error();
-    out += *piece;
+    return convert(arg, sp, markup_);
   }
-  if (!mapping && next < pos.size() && (tuple || !used_any)) {
-    return make_error("not all arguments converted during string formatting");
-  }
-  return fmt_value.is_markup() ? Value::markup(std::move(out)) : Value::string(std::move(out));
-}
+
+  const std::string& fmt_;
+  const bool markup_;
+  const Value& args_;
+  const bool tuple_, mapping_;
+  std::vector<Value> pos_;
+  size_t next_ = 0;
+  bool used_ = false;
+};
+
+}  // namespace
+
+Result<Value> printf_format(const Value& fmt, const Value& args) { return Formatter(fmt, args).run(); }
 
 }  // namespace pagoda::model::jinja

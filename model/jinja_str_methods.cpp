@@ -11,14 +11,8 @@
 namespace pagoda::model::jinja {
 namespace {
 
-constexpr std::array<std::string_view, 37> kImplemented = {
-    "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "replace", "startswith",
-    "endswith", "upper", "lower", "title", "capitalize", "swapcase", "casefold", "find",
-    "rfind", "index", "rindex", "count", "join", "center", "ljust", "rjust", "zfill",
-    "partition", "rpartition", "removeprefix", "removesuffix", "format", "isdigit",
-    "isdecimal", "isnumeric", "isalpha", "isalnum", "isspace", "islower"};
-constexpr std::array<std::string_view, 10> kOtherAttrs = {
-    "isupper", "encode", "expandtabs", "format_map", "isascii", "isidentifier",
+constexpr std::array<std::string_view, 9> kOtherAttrs = {
+    "encode", "expandtabs", "format_map", "isascii", "isidentifier",
     "isprintable", "istitle", "maketrans", "translate"};
 constexpr std::array<std::string_view, 13> kKeepsMarkup = {
     "capitalize", "title", "lower", "upper", "replace", "ljust", "rjust", "lstrip",
@@ -101,8 +95,6 @@ Value all_chars(const std::string& s, Pred pred) {
   return Value::boolean(!cps.empty() && std::all_of(cps.begin(), cps.end(), pred));
 }
 
-bool ascii_digit(char32_t c) { return c >= '0' && c <= '9'; }
-bool alpha(char32_t c) { return pystr::is_word_char(c) && !ascii_digit(c) && c != '_'; }
 
 // str.format with the sandbox's field lookup (no format specs).
 Result<Value> format(const std::string& fmt, const CallArgs& a) {
@@ -160,99 +152,111 @@ Result<Value> format(const std::string& fmt, const CallArgs& a) {
   return Value::string(std::move(out));
 }
 
-Result<Value> call_plain(const std::string& s, std::string_view name, const CallArgs& a) {
-  if (name == "format") return format(s, a);
-  if (name == "strip" || name == "lstrip" || name == "rstrip") {
-    auto p = bind_args(name, a, {{"chars", none()}});
-    if (!p) return p.error();
-    auto chars = opt_str((*p)[0], "strip arg");
-    if (!chars) return chars.error();
-    return Value::string(pystr::strip(s, *chars, name != "rstrip", name != "lstrip"));
-  }
-  if (name == "split" || name == "rsplit") {
-    auto p = bind_args(name, a, {{"sep", none()}, {"maxsplit", Value::integer(-1)}});
-    if (!p) return p.error();
-    auto sep = opt_str((*p)[0], "sep");
-    if (!sep) return sep.error();
-    if (*sep && (*sep)->empty()) return make_error("empty separator");
-    const int64_t max = (*p)[1].as_int();
-    return str_list(name == "split" ? pystr::split(s, *sep, max) : pystr::rsplit(s, *sep, max));
-  }
-  if (name == "splitlines") {
-    auto p = bind_args(name, a, {{"keepends", Value::boolean(false)}});
-    if (!p) return p.error();
-    return str_list(pystr::splitlines(s, truthy((*p)[0])));
-  }
-  if (name == "replace") {
-    auto p = bind_args(name, a, {{"old", std::nullopt}, {"new", std::nullopt}, {"count", Value::integer(-1)}});
-    if (!p) return p.error();
-    auto old = need_str((*p)[0], "replace() argument 1");
-    auto repl = need_str((*p)[1], "replace() argument 2");
-    if (!old) return old.error();
-    if (!repl) return repl.error();
-    return Value::string(pystr::replace(s, *old, *repl, (*p)[2].as_int()));
-  }
-  if (name == "startswith" || name == "endswith") {
-    auto p = bind_args(name, a, {{"prefix", std::nullopt}, {"start", none()}, {"end", none()}});
-    if (!p) return p.error();
-    return affix_test(s, *p, name == "startswith");
-  }
-  if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
-    auto p = bind_args(name, a, {{"sub", std::nullopt}, {"start", none()}, {"end", none()}});
-    if (!p) return p.error();
-    return search(s, name, *p);
-  }
-  if (name == "center" || name == "ljust" || name == "rjust") {
-    auto p = bind_args(name, a, {{"width", std::nullopt}, {"fillchar", Value::string(" ")}});
-    if (!p) return p.error();
-    auto fill = need_str((*p)[1], "fillchar");
-    if (!fill || pystr::length(*fill) != 1) return make_error("The fill character must be exactly one character long");
-    const int where = name == "center" ? 0 : name == "ljust" ? -1 : 1;
-    return Value::string(pystr::pad(s, (*p)[0].as_int(), *fill, where));
-  }
-  if (name == "join") {
-    auto p = bind_args(name, a, {{"iterable", std::nullopt}});
-    if (!p) return p.error();
-    auto items = iterate((*p)[0]);
-    if (!items) return items.error();
-    std::string out;
-    for (size_t i = 0; i < items->size(); ++i) {
-      const Value& v = (*items)[i];
-      if (!v.is_string()) {
-        return make_error("sequence item " + std::to_string(i) + ": expected str instance, " + type_name(v) + " found");
-      }
-      if (i) out += s;
-      out += v.str();
+using Method = Result<Value> (*)(const std::string& s, std::string_view name, const CallArgs& a);
+
+Result<Value> m_strip(const std::string& s, std::string_view name, const CallArgs& a) {
+  auto p = bind_args(name, a, {{"chars", none()}});
+  if (!p) return p.error();
+  auto chars = opt_str((*p)[0], "strip arg");
+  if (!chars) return chars.error();
+  return Value::string(pystr::strip(s, *chars, name != "rstrip", name != "lstrip"));
+}
+
+Result<Value> m_split(const std::string& s, std::string_view name, const CallArgs& a) {
+  auto p = bind_args(name, a, {{"sep", none()}, {"maxsplit", Value::integer(-1)}});
+  if (!p) return p.error();
+  auto sep = opt_str((*p)[0], "sep");
+  if (!sep) return sep.error();
+  if (*sep && (*sep)->empty()) return make_error("empty separator");
+  const int64_t max = (*p)[1].as_int();
+  return str_list(name == "split" ? pystr::split(s, *sep, max) : pystr::rsplit(s, *sep, max));
+}
+
+Result<Value> m_splitlines(const std::string& s, std::string_view name, const CallArgs& a) {
+  auto p = bind_args(name, a, {{"keepends", Value::boolean(false)}});
+  if (!p) return p.error();
+  return str_list(pystr::splitlines(s, truthy((*p)[0])));
+}
+
+Result<Value> m_replace(const std::string& s, std::string_view name, const CallArgs& a) {
+  auto p = bind_args(name, a, {{"old", std::nullopt}, {"new", std::nullopt}, {"count", Value::integer(-1)}});
+  if (!p) return p.error();
+  auto old = need_str((*p)[0], "replace() argument 1");
+  if (!old) return old.error();
+  auto repl = need_str((*p)[1], "replace() argument 2");
+  if (!repl) return repl.error();
+  return Value::string(pystr::replace(s, *old, *repl, (*p)[2].as_int()));
+}
+
+Result<Value> m_affix(const std::string& s, std::string_view name, const CallArgs& a) {
+  auto p = bind_args(name, a, {{"prefix", std::nullopt}, {"start", none()}, {"end", none()}});
+  if (!p) return p.error();
+  return affix_test(s, *p, name == "startswith");
+}
+
+Result<Value> m_search(const std::string& s, std::string_view name, const CallArgs& a) {
+  auto p = bind_args(name, a, {{"sub", std::nullopt}, {"start", none()}, {"end", none()}});
+  if (!p) return p.error();
+  return search(s, name, *p);
+}
+
+Result<Value> m_pad(const std::string& s, std::string_view name, const CallArgs& a) {
+  auto p = bind_args(name, a, {{"width", std::nullopt}, {"fillchar", Value::string(" ")}});
+  if (!p) return p.error();
+  auto fill = need_str((*p)[1], "fillchar");
+  if (!fill || pystr::length(*fill) != 1) return make_error("The fill character must be exactly one character long");
+  const int where = name == "center" ? 0 : name == "ljust" ? -1 : 1;
+  return Value::string(pystr::pad(s, (*p)[0].as_int(), *fill, where));
+}
+
+Result<Value> m_join(const std::string& s, std::string_view name, const CallArgs& a) {
+  auto p = bind_args(name, a, {{"iterable", std::nullopt}});
+  if (!p) return p.error();
+  auto items = iterate((*p)[0]);
+  if (!items) return items.error();
+  std::string out;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const Value& v = (*items)[i];
+    if (!v.is_string()) {
+      return make_error("sequence item " + std::to_string(i) + ": expected str instance, " + type_name(v) + " found");
     }
-    return Value::string(std::move(out));
+    if (i) out += s;
+    out += v.str();
   }
-  if (name == "partition" || name == "rpartition" || name == "removeprefix" || name == "removesuffix") {
-    auto p = bind_args(name, a, {{"sep", std::nullopt}});
-    if (!p) return p.error();
-    auto sep = need_str((*p)[0], "argument");
-    if (!sep) return sep.error();
-    if (name == "removeprefix") return Value::string(s.rfind(*sep, 0) == 0 ? s.substr(sep->size()) : s);
-    if (name == "removesuffix") {
-      const bool has = s.size() >= sep->size() && s.compare(s.size() - sep->size(), sep->size(), *sep) == 0;
-      return Value::string(has && !sep->empty() ? s.substr(0, s.size() - sep->size()) : s);
-    }
-    if (sep->empty()) return make_error("empty separator");
-    const size_t at = name == "partition" ? s.find(*sep) : s.rfind(*sep);
-    if (at == std::string::npos) {
-      return name == "partition" ? Value::tuple({Value::string(s), Value::string(""), Value::string("")})
-                                 : Value::tuple({Value::string(""), Value::string(""), Value::string(s)});
-    }
-    return Value::tuple({Value::string(s.substr(0, at)), Value::string(*sep), Value::string(s.substr(at + sep->size()))});
+  return Value::string(std::move(out));
+}
+
+Result<Value> m_partition(const std::string& s, std::string_view name, const CallArgs& a) {
+  auto p = bind_args(name, a, {{"sep", std::nullopt}});
+  if (!p) return p.error();
+  auto sep = need_str((*p)[0], "argument");
+  if (!sep) return sep.error();
+  if (name == "removeprefix") return Value::string(s.rfind(*sep, 0) == 0 ? s.substr(sep->size()) : s);
+  if (name == "removesuffix") {
+    const bool has = s.size() >= sep->size() && s.compare(s.size() - sep->size(), sep->size(), *sep) == 0;
+    return Value::string(has && !sep->empty() ? s.substr(0, s.size() - sep->size()) : s);
   }
-  if (name == "zfill") {
-    auto p = bind_args(name, a, {{"width", std::nullopt}});
-    if (!p) return p.error();
-    const int64_t len = pystr::length(s), width = (*p)[0].as_int();
-    if (width <= len) return Value::string(s);
-    const bool sign = !s.empty() && (s[0] == '+' || s[0] == '-');
-    const std::string zeros(static_cast<size_t>(width - len), '0');
-    return Value::string(sign ? s.substr(0, 1) + zeros + s.substr(1) : zeros + s);
+  if (sep->empty()) return make_error("empty separator");
+  const size_t at = name == "partition" ? s.find(*sep) : s.rfind(*sep);
+  const Value empty = Value::string("");
+  if (at == std::string::npos) {
+    return name == "partition" ? Value::tuple({Value::string(s), empty, empty})
+                               : Value::tuple({empty, empty, Value::string(s)});
   }
+  return Value::tuple({Value::string(s.substr(0, at)), Value::string(*sep), Value::string(s.substr(at + sep->size()))});
+}
+
+Result<Value> m_zfill(const std::string& s, std::string_view name, const CallArgs& a) {
+  auto p = bind_args(name, a, {{"width", std::nullopt}});
+  if (!p) return p.error();
+  const int64_t len = pystr::length(s), width = (*p)[0].as_int();
+  if (width <= len) return Value::string(s);
+  const bool sign = !s.empty() && (s[0] == '+' || s[0] == '-');
+  const std::string zeros(static_cast<size_t>(width - len), '0');
+  return Value::string(sign ? s.substr(0, 1) + zeros + s.substr(1) : zeros + s);
+}
+
+Result<Value> m_no_args(const std::string& s, std::string_view name, const CallArgs& a) {
   auto p = bind_args(name, a, {});
   if (!p) return p.error();
   if (name == "upper") return Value::string(pystr::upper(s));
@@ -260,21 +264,47 @@ Result<Value> call_plain(const std::string& s, std::string_view name, const Call
   if (name == "title") return Value::string(pystr::title_method(s));
   if (name == "capitalize") return Value::string(pystr::capitalize(s));
   if (name == "swapcase") return Value::string(pystr::swapcase(s));
-  if (name == "isdigit" || name == "isdecimal" || name == "isnumeric") return all_chars(s, ascii_digit);
-  if (name == "isalpha") return all_chars(s, alpha);
-  if (name == "isalnum") return all_chars(s, [](char32_t c) { return alpha(c) || ascii_digit(c); });
+  if (name == "isdigit") return all_chars(s, pystr::is_digit);
+  if (name == "isdecimal") return all_chars(s, pystr::is_decimal);
+  if (name == "isnumeric") return all_chars(s, pystr::is_numeric);
+  if (name == "isalpha") return all_chars(s, pystr::is_alpha);
+  if (name == "isalnum") return all_chars(s, pystr::is_alnum);
   if (name == "isspace") return all_chars(s, pystr::is_space);
   if (name == "islower") return Value::boolean(pystr::islower(s));
-  if (name == "isupper") return Value::boolean(pystr::isupper(s));
-  return make_error("str." + std::string(name) + "() is not supported");
+  return Value::boolean(pystr::isupper(s));  // isupper
+}
+
+Result<Value> m_format(const std::string& s, std::string_view, const CallArgs& a) { return format(s, a); }
+
+struct MethodEntry {
+  std::string_view name;
+  Method fn;
+};
+
+constexpr MethodEntry kMethods[] = {
+    {"strip", m_strip}, {"lstrip", m_strip}, {"rstrip", m_strip}, {"split", m_split},
+    {"rsplit", m_split}, {"splitlines", m_splitlines}, {"replace", m_replace},
+    {"startswith", m_affix}, {"endswith", m_affix}, {"find", m_search}, {"rfind", m_search},
+    {"index", m_search}, {"rindex", m_search}, {"count", m_search}, {"center", m_pad},
+    {"ljust", m_pad}, {"rjust", m_pad}, {"join", m_join}, {"partition", m_partition},
+    {"rpartition", m_partition}, {"removeprefix", m_partition}, {"removesuffix", m_partition},
+    {"zfill", m_zfill}, {"format", m_format}, {"upper", m_no_args}, {"lower", m_no_args},
+    {"casefold", m_no_args}, {"title", m_no_args}, {"capitalize", m_no_args},
+    {"swapcase", m_no_args}, {"isdigit", m_no_args}, {"isdecimal", m_no_args},
+    {"isnumeric", m_no_args}, {"isalpha", m_no_args}, {"isalnum", m_no_args},
+    {"isspace", m_no_args}, {"islower", m_no_args}, {"isupper", m_no_args},
+};
+
+const MethodEntry* find_method(std::string_view name) {
+  for (const MethodEntry& m : kMethods) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
 }
 
 }  // namespace
 
-bool is_str_method(std::string_view name) {
-  return std::find(kImplemented.begin(), kImplemented.end(), name) != kImplemented.end() ||
-         name == "isupper";
-}
+bool is_str_method(std::string_view name) { return find_method(name) != nullptr; }
 
 bool is_python_str_attr(std::string_view name) {
   return is_str_method(name) ||
@@ -282,7 +312,9 @@ bool is_python_str_attr(std::string_view name) {
 }
 
 Result<Value> call_str_method(const Value& self, std::string_view name, const CallArgs& args) {
-  auto r = call_plain(self.str(), name, args);
+  const MethodEntry* m = find_method(name);
+  if (!m) return make_error("str." + std::string(name) + "() is not supported");
+  auto r = m->fn(self.str(), name, args);
   if (!r || !self.is_markup() || !r->is_string()) return r;
   const bool keep = std::find(kKeepsMarkup.begin(), kKeepsMarkup.end(), name) != kKeepsMarkup.end();
   return keep ? Value::markup(r->str()) : r;

@@ -1,6 +1,8 @@
 // Python str semantics over UTF-8 (see jinja_strings.hpp).
 #include "model/jinja_strings.hpp"
 
+#include "model/jinja_unicode_data.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -32,37 +34,69 @@ char32_t next_cp(std::string_view s, size_t& i) {
 
 bool in(char32_t c, char32_t lo, char32_t hi) { return c >= lo && c <= hi; }
 
-// One-to-one case pairs outside ASCII: returns the other-case form or c.
-char32_t other_case(char32_t c, bool want_upper) {
-  if (in(c, 0xC0, 0xDE) && c != 0xD7) return want_upper ? c : c + 0x20;
-  if (in(c, 0xE0, 0xFE) && c != 0xF7) return want_upper ? c - 0x20 : c;
-  if (c == 0xFF) return want_upper ? 0x178 : c;
-  if (c == 0x178) return want_upper ? c : 0xFF;
-  if (c == 0xB5) return want_upper ? 0x39C : c;
-  const bool even_upper = in(c, 0x100, 0x12F) || in(c, 0x132, 0x137) || in(c, 0x14A, 0x177);
-  const bool odd_upper = in(c, 0x139, 0x148) || in(c, 0x179, 0x17E);
-  if (even_upper || odd_upper) {
-    const bool is_up = ((c & 1) == 0) == even_upper;
-    if (want_upper) return is_up ? c : c - 1;
-    return is_up ? c + 1 : c;
+bool in_ranges(char32_t c, const data::Range* r, size_t n) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (r[mid].hi < c) lo = mid + 1;
+    else hi = mid;
   }
-  if (in(c, 0x391, 0x3A9) && c != 0x3A2) return want_upper ? c : c + 0x20;
-  if (in(c, 0x3B1, 0x3C9)) return want_upper ? (c == 0x3C2 ? 0x3A3 : c - 0x20) : c;
-  if (in(c, 0x410, 0x42F)) return want_upper ? c : c + 0x20;
-  if (in(c, 0x430, 0x44F)) return want_upper ? c - 0x20 : c;
-  if (in(c, 0x400, 0x40F)) return want_upper ? c : c + 0x50;
-  if (in(c, 0x450, 0x45F)) return want_upper ? c - 0x50 : c;
-  if (in(c, 0xFF21, 0xFF3A)) return want_upper ? c : c + 0x20;
-  if (in(c, 0xFF41, 0xFF5A)) return want_upper ? c - 0x20 : c;
-  return c;
+  return lo < n && r[lo].lo <= c;
 }
 
-template <class F>
-std::string map_cps(std::string_view s, F f) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) append_utf8(out, f(next_cp(s, i)));
-  return out;
+struct CaseTable {
+  const data::CaseRun* runs;
+  size_t nruns;
+  const data::SpecialCase* special;
+  size_t nspecial;
+};
+const CaseTable kUpperMap{data::kToUpperRuns, data::kToUpperRunsCount, data::kToUpperSpecial, data::kToUpperSpecialCount};
+const CaseTable kLowerMap{data::kToLowerRuns, data::kToLowerRunsCount, data::kToLowerSpecial, data::kToLowerSpecialCount};
+const CaseTable kTitleMap{data::kToTitleRuns, data::kToTitleRunsCount, data::kToTitleSpecial, data::kToTitleSpecialCount};
+
+// Appends Python's full case mapping of c.
+void append_mapped(std::string& out, char32_t c, const CaseTable& t) {
+  size_t lo = 0, hi = t.nspecial;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (t.special[mid].cp < c) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < t.nspecial && t.special[lo].cp == c) {
+    for (char32_t m : t.special[lo].out) {
+      if (m) append_utf8(out, m);
+    }
+    return;
+  }
+  lo = 0, hi = t.nruns;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (t.runs[mid].hi < c) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < t.nruns && t.runs[lo].lo <= c && (c - t.runs[lo].lo) % t.runs[lo].stride == 0) {
+    c = static_cast<char32_t>(static_cast<int64_t>(c) + t.runs[lo].delta);
+  }
+  append_utf8(out, c);
+}
+
+bool is_case_ignorable(char32_t c) { return in_ranges(c, data::kCaseIgnorable, data::kCaseIgnorableCount); }
+
+// lower() of cps[i] in context: CPython's handling of the final sigma.
+void append_lower(std::string& out, const std::u32string& cps, size_t i) {
+  if (cps[i] != 0x3A3) {
+    append_mapped(out, cps[i], kLowerMap);
+    return;
+  }
+  size_t j = i;
+  while (j > 0 && is_case_ignorable(cps[j - 1])) --j;
+  bool final_sigma = j > 0 && is_cased(cps[j - 1]);
+  if (final_sigma) {
+    size_t k = i + 1;
+    while (k < cps.size() && is_case_ignorable(cps[k])) ++k;
+    final_sigma = k == cps.size() || !is_cased(cps[k]);
+  }
+  append_utf8(out, final_sigma ? 0x3C2 : 0x3C3);
 }
 
 // Byte offset -> code-point index.
@@ -127,91 +161,84 @@ bool is_space(char32_t c) {
          c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-bool is_printable(char32_t c) {
-  if (c == ' ') return true;
-  if (c < 0x20 || in(c, 0x7F, 0xA0) || c == 0xAD || is_space(c)) return false;
-  if (in(c, 0x600, 0x605) || c == 0x61C || c == 0x6DD || c == 0x70F || c == 0x180E) return false;
-  if (in(c, 0x200B, 0x200F) || in(c, 0x202A, 0x202E) || in(c, 0x2060, 0x206F)) return false;
-  if (in(c, 0xD800, 0xF8FF) || c == 0xFEFF || in(c, 0xFFF9, 0xFFFB)) return false;
-  if (c == 0xFFFE || c == 0xFFFF || in(c, 0xE0000, 0xE007F)) return false;
-  if (in(c, 0xF0000, 0x10FFFF)) return false;
-  return true;
+bool is_printable(char32_t c) { return in_ranges(c, data::kPrintable, data::kPrintableCount); }
+bool is_alpha(char32_t c) { return in_ranges(c, data::kAlpha, data::kAlphaCount); }
+bool is_decimal(char32_t c) { return in_ranges(c, data::kDecimal, data::kDecimalCount); }
+bool is_digit(char32_t c) { return in_ranges(c, data::kDigit, data::kDigitCount); }
+bool is_numeric(char32_t c) { return in_ranges(c, data::kNumeric, data::kNumericCount); }
+bool is_alnum(char32_t c) { return is_alpha(c) || is_decimal(c) || is_digit(c) || is_numeric(c); }
+bool is_word_char(char32_t c) { return c == '_' || is_alnum(c); }
+bool is_upper_char(char32_t c) { return in_ranges(c, data::kUpper, data::kUpperCount); }
+bool is_lower_char(char32_t c) { return in_ranges(c, data::kLower, data::kLowerCount); }
+bool is_title_char(char32_t c) { return in_ranges(c, data::kTitle, data::kTitleCount); }
+bool is_cased(char32_t c) { return in_ranges(c, data::kCased, data::kCasedCount); }
+
+std::string upper(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) append_mapped(out, next_cp(s, i), kUpperMap);
+  return out;
 }
 
-bool is_word_char(char32_t c) {
-  if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
-                       (c >= 'A' && c <= 'Z') || c == '_';
-  if (!is_printable(c)) return false;
-  // Common punctuation/symbol blocks are not word characters.
-  return !(in(c, 0xA1, 0xBF) || c == 0xD7 || c == 0xF7 || in(c, 0x2010, 0x2BFF) ||
-           in(c, 0x3000, 0x303F) || in(c, 0xFE30, 0xFE4F) || in(c, 0xFF01, 0xFF0F) ||
-           in(c, 0xFF1A, 0xFF20) || in(c, 0x1F000, 0x1FAFF));
+std::string lower(std::string_view s) {
+  const std::u32string cps = decode(s);
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < cps.size(); ++i) append_lower(out, cps, i);
+  return out;
 }
 
-char32_t to_upper(char32_t c) {
-  if (c < 0x80) return (c >= 'a' && c <= 'z') ? c - 32 : c;
-  return other_case(c, true);
-}
-
-char32_t to_lower(char32_t c) {
-  if (c < 0x80) return (c >= 'A' && c <= 'Z') ? c + 32 : c;
-  return other_case(c, false);
-}
-
-bool is_upper_char(char32_t c) { return to_lower(c) != c; }
-bool is_lower_char(char32_t c) { return to_upper(c) != c || c == 0xDF; }
-bool is_cased(char32_t c) { return is_upper_char(c) || is_lower_char(c); }
-
-std::string upper(std::string_view s) { return map_cps(s, to_upper); }
-std::string lower(std::string_view s) { return map_cps(s, to_lower); }
 std::string swapcase(std::string_view s) {
-  return map_cps(s, [](char32_t c) { return is_upper_char(c) ? to_lower(c) : to_upper(c); });
+  const std::u32string cps = decode(s);
+  std::string out;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    if (is_upper_char(cps[i])) append_lower(out, cps, i);
+    else if (is_lower_char(cps[i])) append_mapped(out, cps[i], kUpperMap);
+    else append_utf8(out, cps[i]);
+  }
+  return out;
 }
 
 std::string capitalize(std::string_view s) {
-  bool first = true;
-  return map_cps(s, [&](char32_t c) {
-    const char32_t r = first ? to_upper(c) : to_lower(c);
-    first = false;
-    return r;
-  });
+  const std::u32string cps = decode(s);
+  std::string out;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    if (i == 0) append_mapped(out, cps[0], kTitleMap);
+    else append_lower(out, cps, i);
+  }
+  return out;
 }
 
 std::string title_method(std::string_view s) {
+  const std::u32string cps = decode(s);
+  std::string out;
   bool prev_cased = false;
-  return map_cps(s, [&](char32_t c) {
-    char32_t r = c;
-    if (is_upper_char(c)) {
-      if (prev_cased) r = to_lower(c);
-      prev_cased = true;
-    } else if (is_lower_char(c)) {
-      if (!prev_cased) r = to_upper(c);
-      prev_cased = true;
-    } else {
-      prev_cased = false;
-    }
-    return r;
-  });
+  for (size_t i = 0; i < cps.size(); ++i) {
+    if (prev_cased) append_lower(out, cps, i);
+    else append_mapped(out, cps[i], kTitleMap);
+    prev_cased = is_cased(cps[i]);
+  }
+  return out;
 }
 
 bool islower(std::string_view s) {
-  bool any = false;
+  bool cased = false;
   for (size_t i = 0; i < s.size();) {
     const char32_t c = next_cp(s, i);
-    if (is_upper_char(c)) return false;
-    any = any || is_lower_char(c);
+    if (is_upper_char(c) || is_title_char(c)) return false;
+    cased = cased || is_lower_char(c);
   }
-  return any;
+  return cased;
 }
 
 bool isupper(std::string_view s) {
-  bool any = false;
+  bool cased = false;
   for (size_t i = 0; i < s.size();) {
     const char32_t c = next_cp(s, i);
-    if (is_lower_char(c)) return false;
-    any = any || is_upper_char(c);
+    if (is_lower_char(c) || is_title_char(c)) return false;
+    cased = cased || is_upper_char(c);
   }
-  return any;
+  return cased;
 }
 
 std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left,

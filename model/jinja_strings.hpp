@@ -3,15 +3,14 @@
 // Jinja templates run on Python strings: lengths, indices and slices count
 // code points, strip()/split() use Unicode whitespace, repr() escapes the
 // unprintable. These helpers give those semantics on std::string holding
-// UTF-8. Invalid UTF-8 bytes are treated as single code points (U+FFFD-like
-// placeholders that round-trip byte-exactly), never a crash.
+// UTF-8. An invalid UTF-8 byte is treated as one code point (0xDC00 + byte,
+// as Python's surrogateescape) that round-trips byte-exactly, never a crash.
 //
-// Known approximations (documented divergences from CPython):
-//  - case mapping (upper/lower/title/capitalize) covers ASCII, Latin-1,
-//    Latin Extended-A, Greek, Cyrillic and fullwidth Latin, one-to-one only
-//    (no 'ß' -> 'SS'); other scripts are left unchanged;
-//  - is_printable() (used by repr) knows the common unprintable ranges but not
-//    every unassigned code point.
+// Character properties and case mappings come from tables generated from
+// Python's own unicodedata (jinja_unicode_data.cpp, tools/gen-jinja-unicode.py),
+// including full mappings ('ß'.upper() == "SS") and the final-sigma rule of
+// lower(). Known approximations: casefold() is lower(); Case_Ignorable (used
+// only by the final-sigma rule) is derived from general categories.
 // All functions are pure and thread-safe.
 #pragma once
 
@@ -31,15 +30,21 @@ void append_utf8(std::string& out, char32_t cp);
 int64_t length(std::string_view utf8);  // number of code points
 bool is_ascii(std::string_view s);
 
-// Character classes (Python's str.isspace(), isprintable(), cased letters).
+// Character classes, as Python's str.isspace(), isprintable(), isalpha(),
+// isdecimal(), isdigit(), isnumeric(), isalnum() of a one-character string,
+// regex \w, and the Uppercase/Lowercase/Lt/Cased properties.
 bool is_space(char32_t c);
 bool is_printable(char32_t c);
-bool is_word_char(char32_t c);  // regex \w (approximation for non-ASCII)
-char32_t to_upper(char32_t c);
-char32_t to_lower(char32_t c);
-bool is_cased(char32_t c);  // has a distinct upper- or lowercase form
+bool is_alpha(char32_t c);
+bool is_decimal(char32_t c);
+bool is_digit(char32_t c);
+bool is_numeric(char32_t c);
+bool is_alnum(char32_t c);
+bool is_word_char(char32_t c);
 bool is_upper_char(char32_t c);
 bool is_lower_char(char32_t c);
+bool is_title_char(char32_t c);
+bool is_cased(char32_t c);
 
 // str methods.
 std::string upper(std::string_view s);

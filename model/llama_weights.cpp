@@ -156,6 +156,29 @@ std::vector<float> to_f32(WeightFormat f, const void* data, int64_t n) {
   return out;
 }
 
+// Stacks the rows of same-width tensors into one weight [n, k]: their blocks
+// as they are (quantized mode, one block format for all), else fp32. The
+// result views `bytes` or `floats`.
+LinearWeight stack_rows(const std::vector<TensorRef>& parts, int64_t n, int64_t k,
+                        WeightPrecision precision, std::vector<uint8_t>& bytes,
+                        std::vector<float>& floats) {
+  bool same = true;
+  for (const TensorRef& t : parts) same = same && t.format == parts[0].format;
+  if (same && gpu::is_block_quantized(parts[0].format) && precision == WeightPrecision::kQuantized) {
+    for (const TensorRef& t : parts) {
+      bytes.insert(bytes.end(), t.data, t.data + gpu::storage_bytes(t.format, t.numel()));
+    }
+    return LinearWeight{parts[0].format, n, k, bytes.data()};
+  }
+  floats.resize(size_t(n * k));  // exact mode, plain formats, or mixed block formats
+  int64_t row = 0;
+  for (const TensorRef& t : parts) {
+    (void)dequantize(uint32_t(t.format), t.data, floats.data() + row * k, uint64_t(t.numel()));
+    row += t.shape[0];
+  }
+  return LinearWeight{WeightFormat::F32, n, k, floats.data()};
+}
+
 // ---- the loader ----------------------------------------------------------------
 
 class Loader {
@@ -213,27 +236,9 @@ class Loader {
       parts.push_back(std::move(t).value());
       n += rows[i];
     }
-    bool same = true;
-    for (const TensorRef& t : parts) same = same && t.format == parts[0].format;
     std::vector<uint8_t> bytes;
     std::vector<float> floats;
-    LinearWeight w{WeightFormat::F32, n, k, nullptr};
-    if (same && gpu::is_block_quantized(parts[0].format) &&
-        out_.precision == WeightPrecision::kQuantized) {
-      w.format = parts[0].format;
-      for (const TensorRef& t : parts) {
-        bytes.insert(bytes.end(), t.data, t.data + gpu::storage_bytes(t.format, t.numel()));
-      }
-      w.data = bytes.data();
-    } else {  // fp32 (exact mode, plain formats, or mixed block formats)
-      floats.resize(size_t(n * k));
-      int64_t row = 0;
-      for (const TensorRef& t : parts) {
-        (void)dequantize(uint32_t(t.format), t.data, floats.data() + row * k, uint64_t(t.numel()));
-        row += t.shape[0];
-      }
-      w.data = floats.data();
-    }
+    const LinearWeight w = stack_rows(parts, n, k, out_.precision, bytes, floats);
     std::vector<float> bias;
     for (size_t i = 0; i < bias_roles.size(); ++i) {
       auto t = need(bias_roles[i], layer, {rows[i]});

@@ -11,6 +11,7 @@ namespace pagoda::net {
 void add_inspect_command(CLI::App& app, int& exit_code);
 void add_tokenize_command(CLI::App& app, int& exit_code);
 void add_chat_template_command(CLI::App& app, int& exit_code);
+void add_generate_command(CLI::App& app, int& exit_code);
 void add_serve_command(CLI::App& app, int& exit_code);
 
 }  // namespace pagoda::net

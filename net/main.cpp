@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   pagoda::net::add_inspect_command(app, exit_code);
   pagoda::net::add_tokenize_command(app, exit_code);
   pagoda::net::add_chat_template_command(app, exit_code);
+  pagoda::net::add_generate_command(app, exit_code);
   pagoda::net::add_serve_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;

@@ -344,7 +344,16 @@ PRINTF = [
     "{{ '%d %i %u' % (3.9, true, -2) }} {{ '%5.1f%%' % 99.44 }} {{ '%s' % (('t',),) }}",
 ]
 
-SNIPPETS = WHITESPACE + LITERALS + OPERATORS + UNDEFINED + ACCESS + STATEMENTS + FILTERS + TESTS + METHODS + GLOBALS + REALISTIC + PRINTF + ERRORS
+UNICODE = [
+    "{{ 'straße ﬁx ŉ'|upper }} {{ 'ΑΣ ΟΔΟΣ. Σ ΣΑ'|lower }} {{ 'İstanbul'|lower|length }} {{ 'ǆemal ǅ'|title }} {{ 'ǆemal'.capitalize() }}",
+    "{{ 'ǅungla'.title() }} {{ 'hello ǆ ß'.title() }} {{ 'ΣΊΣΥΦΟΣ'.swapcase() }} {{ 'Ǆ'.islower() }} {{ 'ǅ'.isupper() }} {{ 'ǅ'.istitle is defined }}",
+    "{{ '٣½²'.isdigit() }} {{ '٣'.isdecimal() }} {{ '½'.isnumeric() }} {{ '²'.isdecimal() }} {{ '日本'.isalpha() }} {{ 'x́'.isalpha() }}",
+    "{{ 'naïve café 日本語 ½ x_y'|wordcount }} {{ ['\u200d', '\ufe0f', '\U000e0067', '\u0378', '\U0010ffff', '\u00ad'] }}",
+    "{{ ('a' ~ '\u3000' ~ 'b\u2029c\x1cd')|list }} {{ ' \u3000x\u00a0'.strip()|length }} {{ 'a\u2028b\x85c'.splitlines() }} {{ 'a\u3000b'.split() }}",
+    "{{ words|map('upper')|list }} {{ ['É', 'e', 'é', 'E']|sort }} {{ ['É', 'e', 'é', 'E']|unique|list }}",
+]
+
+SNIPPETS = WHITESPACE + LITERALS + OPERATORS + UNDEFINED + ACCESS + STATEMENTS + FILTERS + TESTS + METHODS + GLOBALS + REALISTIC + PRINTF + UNICODE + ERRORS
 
 # Constructs our interpreter rejects at compile time (jinja2 may support them).
 UNSUPPORTED = [

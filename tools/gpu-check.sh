@@ -94,7 +94,7 @@ CTEST_RC=-1
 if [[ $CONFIGURE_OK == 1 ]]; then
   say "ctest -L gpu -> ctest.txt"
   rm -rf "$BUILD/gtest-xml"; mkdir -p "$BUILD/gtest-xml"
-  GTEST_OUTPUT="xml:$BUILD/gtest-xml/" ctest --test-dir "$BUILD" -L gpu -V --timeout 300 \
+  GTEST_OUTPUT="xml:$BUILD/gtest-xml/" ctest --test-dir "$BUILD" -L gpu -V --timeout 180 \
     > "$OUT_DIR/ctest.txt" 2>&1
   CTEST_RC=$?
   grep -E "tests passed|tests failed|\*\*\*" "$OUT_DIR/ctest.txt" | tail -15
@@ -118,8 +118,10 @@ if command -v compute-sanitizer > /dev/null && [[ $(elapsed) -lt 300 && $BUILD_O
            "cuda_kv_cache_gpu_test:*" "cuda_ops_gpu_test:*Rope*:*RmsNorm*:*Embedding*" \
            "cuda_sampling_gpu_test:*Deterministic*"; do
     bin=${t%%:*}; filter=${t#*:}
+    left=$(( 440 - $(elapsed) ))
+    if [[ $left -lt 30 ]]; then echo "=== out of time: skipped $bin" >> "$OUT_DIR/sanitizer.txt"; continue; fi
     echo "=== $bin --gtest_filter=$filter" >> "$OUT_DIR/sanitizer.txt"
-    timeout 100 compute-sanitizer --tool memcheck --error-exitcode 3 "$BUILD/$bin" \
+    timeout $(( left < 100 ? left : 100 )) compute-sanitizer --tool memcheck --error-exitcode 3 "$BUILD/$bin" \
       --gtest_filter="$filter" >> "$OUT_DIR/sanitizer.txt" 2>&1 || SAN_RC=$?
   done
   tail -5 "$OUT_DIR/sanitizer.txt"

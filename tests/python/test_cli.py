@@ -73,3 +73,33 @@ def test_bad_chat_json_is_a_clear_error(pagoda_bin, model_path):
     proc = run([pagoda_bin, "chat-template", model_path], stdin="{not json", check=False)
     assert proc.returncode == 1
     assert "stdin" in proc.stderr.decode()
+
+
+def test_generate_greedy_matches_transformers(pagoda_bin, model_path):
+    """`pagoda generate --temperature 0` on the 8 golden prompts gives the same
+    prompt ids and the same 32 greedy tokens as HF transformers (golden from
+    tools/gen-logits-goldens.py, which ignores EOS; so does this run)."""
+    golden = json.loads((DATA / "logits" / "smollm2.json").read_text(encoding="utf-8"))
+    for rec in golden["prompts"]:
+        out = json.loads(run([pagoda_bin, "generate", model_path, "--prompt", rec["prompt"],
+                              "--max-tokens", "32", "--temperature", "0", "--ignore-eos",
+                              "--json"]).stdout)
+        assert out["prompt_ids"] == rec["ids"], rec["prompt"]
+        assert out["token_ids"] == rec["greedy"], rec["prompt"]
+        assert out["text"] == rec["greedy_text"], rec["prompt"]
+        assert out["finish_reason"] == "length"
+
+
+def test_generate_stops_at_eos(pagoda_bin, model_path):
+    out = json.loads(run([pagoda_bin, "generate", model_path, "--prompt",
+                          "The capital of France is", "--max-tokens", "64",
+                          "--temperature", "0", "--json"]).stdout)
+    assert out["finish_reason"] == "stop"
+    assert out["token_ids"][-1] == 2  # <|im_end|>, SmolLM2's eos
+
+
+def test_generate_rejects_bad_backend(pagoda_bin, model_path):
+    proc = run([pagoda_bin, "generate", model_path, "--prompt", "x", "--backend", "tpu"],
+               check=False)
+    assert proc.returncode == 1
+    assert "--backend" in proc.stderr.decode()
