@@ -119,7 +119,7 @@ PAGODA_AVX2 inline void run_micro(const LinearWeight& w, const ActBlock* const* 
   const int64_t nb = w.k / kQuantBlock, row_bytes = w.row_bytes();
   const uint8_t* wrows[NR];
   for (int i = 0; i < NR; ++i) wrows[i] = static_cast<const uint8_t*>(w.data) + (n + i) * row_bytes;
-  float out[NR][4];
+  float out[NR][4] = {};  // micro<> writes out[i][0..rows)
   switch (rows) {
     case 4: micro<F, NR, 4>(wrows, a, nb, out); break;
     case 3: micro<F, NR, 3>(wrows, a, nb, out); break;
