@@ -1,6 +1,8 @@
 // Python str semantics over UTF-8 (see jinja_strings.hpp).
 #include "model/jinja_strings.hpp"
 
+#include "model/utf8.hpp"
+
 #include "model/jinja_unicode_data.hpp"
 
 #include <algorithm>
@@ -118,22 +120,11 @@ std::u32string decode(std::string_view s) {
 }
 
 void append_utf8(std::string& out, char32_t cp) {
+  // Code points in the escape range stand for raw (invalid UTF-8) bytes.
   if (cp >= kEscapeBase + 0x80 && cp <= kEscapeBase + 0xFF) {
     out.push_back(static_cast<char>(cp - kEscapeBase));
-  } else if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    utf8::append(out, cp);
   }
 }
 
