@@ -1,5 +1,5 @@
 // CUDA paged attention against the CPU twin (and an fp64 reference) with the
-// gpu-notes §8 generator (tests/cuda_attention_problem.hpp): the matrix
+// gpu-notes §8 generator (tests/attention_problem.hpp): the matrix
 // D {64, 128} x GQA group {1, 2, 3, 4, 8} x block size {8, 16, 32} x cache
 // {F32, BF16} over decode rows around block boundaries, a 1000-token context
 // and chunked prefill; split-K sizes; batch == per-sequence bitwise; groups
@@ -12,7 +12,8 @@
 #ifdef PAGODA_HAVE_CUDA
 
 #include "gpu/cuda/cuda_ops.cuh"
-#include "tests/cuda_attention_problem.hpp"
+#include "tests/attention_problem.hpp"
+#include "tests/cuda_gpu_test_util.hpp"
 
 namespace pagoda::gpu::test {
 namespace {
@@ -28,7 +29,7 @@ TEST_F(CudaAttention, MatrixAgainstCpuTwinAndFp64) {
         for (int G : {1, 2, 3, 4, 8}) {
           const int Hk = G == 3 ? 3 : 2;  // G = 3: SmolLM2's 9 q heads over 3 kv heads
           const Problem p = make_problem({G * Hk, Hk, D, BS}, mixed_seqs(BS), 3,
-                                         uint32_t(BS * 1000 + D * 10 + G), true);
+                                         uint32_t(BS * 1000 + D * 10 + G), Values::kBf16);
           const std::string label = dtype_name(dtype) + " BS=" + std::to_string(BS) +
                                     " D=" + std::to_string(D) + " G=" + std::to_string(G);
           const auto got = run_attention(*gpu_, p, dtype, 0);
@@ -50,7 +51,7 @@ TEST_F(CudaAttention, MatrixAgainstCpuTwinAndFp64) {
 
 TEST_F(CudaAttention, SplitKPartitionSizes) {
   for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
-    const Problem p = make_problem({8, 2, 128, 16}, mixed_seqs(16), 2, 99, true);
+    const Problem p = make_problem({8, 2, 128, 16}, mixed_seqs(16), 2, 99, Values::kBf16);
     const auto want = run_attention(*cpu_, p, KvDtype::kF32, 0);
     for (int P : {0, 8, 40, 64, 512, 4096, -1}) {
       expect_close(run_attention(*gpu_, p, dtype, P), want, kAttnAtol, kAttnRtol,
@@ -60,7 +61,7 @@ TEST_F(CudaAttention, SplitKPartitionSizes) {
 }
 
 TEST_F(CudaAttention, AutoSplitsFewLongRows) {
-  const Problem p = make_problem({9, 3, 64, 16}, {{1000, 1}, {700, 1}}, 0, 5, true);
+  const Problem p = make_problem({9, 3, 64, 16}, {{1000, 1}, {700, 1}}, 0, 5, Values::kBf16);
   PagedAttentionParams a;
   a.layout = KvCacheLayout{3, 64, 16, p.num_blocks};
   a.num_q_heads = 9;
@@ -74,7 +75,7 @@ TEST_F(CudaAttention, AutoSplitsFewLongRows) {
 
 TEST_F(CudaAttention, BatchEqualsPerSequenceBitwise) {
   for (int P : {0, 64}) {
-    const Problem p = make_problem({9, 3, 64, 16}, mixed_seqs(16), 2, 1234, true);
+    const Problem p = make_problem({9, 3, 64, 16}, mixed_seqs(16), 2, 1234, Values::kBf16);
     const auto batch = run_attention(*gpu_, p, KvDtype::kBF16, P);
     const size_t row = size_t(p.sh.Hq) * p.sh.D;
     for (size_t s = 0; s < p.seqs.size(); ++s) {
@@ -89,7 +90,8 @@ TEST_F(CudaAttention, BatchEqualsPerSequenceBitwise) {
 TEST_F(CudaAttention, GroupsAboveEight) {
   for (Shape sh : {Shape{24, 2, 128, 16}, Shape{16, 1, 128, 16}, Shape{12, 2, 64, 32},
                    Shape{14, 2, 128, 8}}) {
-    const Problem p = make_problem(sh, mixed_seqs(sh.BS), 1, uint32_t(sh.Hq * 31 + sh.Hk), true);
+    const Problem p =
+        make_problem(sh, mixed_seqs(sh.BS), 1, uint32_t(sh.Hq * 31 + sh.Hk), Values::kBf16);
     expect_close(run_attention(*gpu_, p, KvDtype::kBF16, 0),
                  run_attention(*cpu_, p, KvDtype::kF32, 0), kAttnAtol, kAttnRtol,
                  "Hq=" + std::to_string(sh.Hq) + " Hk=" + std::to_string(sh.Hk));
@@ -100,7 +102,7 @@ TEST_F(CudaAttention, SixtyFourDecodeSequences) {
   std::mt19937 rng(77);
   std::vector<Seq> seqs;
   for (int s = 0; s < 64; ++s) seqs.push_back({1 + int(rng() % 600), 1});
-  const Problem p = make_problem({32, 8, 128, 16}, seqs, 0, 8, true);
+  const Problem p = make_problem({32, 8, 128, 16}, seqs, 0, 8, Values::kBf16);
   const auto want = run_attention(*cpu_, p, KvDtype::kF32, 0);
   expect_close(run_attention(*gpu_, p, KvDtype::kBF16, 0), want, kAttnAtol, kAttnRtol, "64 seqs");
   expect_close(run_attention(*gpu_, p, KvDtype::kBF16, -1), want, kAttnAtol, kAttnRtol,
@@ -111,7 +113,7 @@ TEST_F(CudaAttention, SixtyFourDecodeSequences) {
 // to ids >= 2^31 / block_stride in a ~8.6 GB BF16 cache.
 TEST_F(CudaAttention, CacheOffsetsPastTwoToThe31) {
   const Shape sh{16, 8, 128, 16};
-  const Problem p = make_problem(sh, {{300, 1}, {300, 20}, {45, 1}}, 0, 21, true);
+  const Problem p = make_problem(sh, {{300, 1}, {300, 20}, {45, 1}}, 0, 21, Values::kBf16);
   const int64_t block_elems = int64_t{sh.Hk} * sh.BS * sh.D;
   const int64_t first = (int64_t{1} << 31) / block_elems;
   const int64_t big_blocks = first + p.num_blocks;
@@ -129,18 +131,12 @@ TEST_F(CudaAttention, CacheOffsetsPastTwoToThe31) {
   for (auto& id : tables) id += int32_t(first);
   DeviceBuffer q = put(*gpu_, p.q), tb = put(*gpu_, tables), qsl = put(*gpu_, p.qsl),
                ctx = put(*gpu_, p.ctx), out = put(*gpu_, std::vector<float>(p.q.size(), kNaN));
-  PagedAttentionParams a;
-  a.q = q.as<const float>();
-  a.q_stride = int64_t{sh.Hq} * sh.D;
-  a.out = out.as<float>();
-  a.k_cache = kb->data();
-  a.v_cache = vb->data();
-  a.layout = KvCacheLayout{sh.Hk, sh.D, sh.BS, big_blocks};
-  a.dtype = KvDtype::kBF16;
-  a.num_q_heads = sh.Hq;
-  a.scale = 1.0f / std::sqrt(float(sh.D));
-  a.meta = {p.T, 3, qsl.as<const int32_t>(), ctx.as<const int32_t>(),
-            tb.as<const int32_t>(), p.max_blocks, 300};
+  const AttentionIo io{q.as<const float>(),     kb->data(),
+                       vb->data(),              tb.as<const int32_t>(),
+                       qsl.as<const int32_t>(), ctx.as<const int32_t>(),
+                       out.as<float>()};
+  PagedAttentionParams a = attention_params(p, io, KvDtype::kBF16, 0);
+  a.layout.num_blocks = big_blocks;
   for (int P : {0, 128}) {
     a.partition_size = P;
     gpu_->paged_attention(a);

@@ -1,10 +1,11 @@
-// The paged-attention problem generator of the CUDA attention tests
-// (gpu-notes §8): logical K/V per sequence, scattered into a paged cache with
+// The paged-attention problem generator (gpu-notes §8) shared by the CPU
+// attention test (tests/paged_attention_test.cpp) and the CUDA attention tests:
+// logical K/V per sequence, scattered into a paged cache with (by default)
 // shuffled physical block ids, spare blocks, a NaN block behind every padded
 // block-table entry and NaN in every unused slot; q rows of padding are NaN.
 // Values may be pre-rounded to bf16 so that an F32 cache (CPU twin) and a
 // BF16 cache (CUDA) hold identical values. Runs a problem on any backend and
-// computes an fp64 reference from the logical K/V.
+// computes an fp64 reference from the logical K/V. Needs no CUDA header.
 #pragma once
 
 #include <algorithm>
@@ -14,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "tests/cuda_gpu_test_util.hpp"
+#include "tests/backend_test_util.hpp"
 
 namespace pagoda::gpu::test {
 
@@ -39,14 +40,20 @@ struct Problem {
   std::vector<std::vector<float>> klog, vlog;  // per seq [ctx, Hk, D]
 };
 
+enum class Values { kF32, kBf16 };  // kBf16: K/V pre-rounded to bf16
+enum class BlockIds { kShuffled, kInOrder };
+
+// Logical values come from `seed` and `values` alone; `ids` only permutes the
+// physical block ids (kInOrder: sequence 0 takes blocks 0, 1, ...).
 inline Problem make_problem(Shape sh, std::vector<Seq> seqs, int pad_rows, uint32_t seed,
-                            bool bf16_values) {
+                            Values values = Values::kF32,
+                            BlockIds ids_order = BlockIds::kShuffled) {
   Problem p;
   p.sh = sh;
   p.seqs = seqs;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  auto value = [&] { return bf16_values ? round_bf16(u(rng)) : u(rng); };
+  auto value = [&] { return values == Values::kBf16 ? round_bf16(u(rng)) : u(rng); };
   int used_blocks = 0;
   p.qsl = {0};
   for (const Seq& s : seqs) {
@@ -67,7 +74,9 @@ inline Problem make_problem(Shape sh, std::vector<Seq> seqs, int pad_rows, uint3
   p.num_blocks = used_blocks + 4;  // 3 spares and one NaN block for padded entries
   std::vector<int32_t> ids(size_t(p.num_blocks));
   std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), std::mt19937(seed ^ 0x5eedu));
+  if (ids_order == BlockIds::kShuffled) {
+    std::shuffle(ids.begin(), ids.end(), std::mt19937(seed ^ 0x5eedu));
+  }
   const int32_t nan_block = ids.back();
   const size_t per_block = size_t(sh.Hk) * sh.BS * sh.D;
   p.kc.assign(size_t(p.num_blocks) * per_block, kNaN);
@@ -106,6 +115,43 @@ inline Problem single(const Problem& p, size_t s) {
   return o;
 }
 
+// Where one run of p reads and writes: backend addresses holding p's vectors
+// (q [T, Hq, D], caches [blocks, Hk, BS, D] in the run's dtype, tables, qsl,
+// ctx) and out [T, Hq, D]. The caller owns them; they must outlive the op.
+struct AttentionIo {
+  const float* q;
+  const void* k_cache;
+  const void* v_cache;
+  const int32_t* tables;
+  const int32_t* qsl;
+  const int32_t* ctx;
+  float* out;
+};
+
+// The params of one run of p over `io` (partition: 0 unsplit, -1 automatic).
+inline PagedAttentionParams attention_params(const Problem& p, const AttentionIo& io,
+                                             KvDtype dtype, int partition) {
+  PagedAttentionParams a;
+  a.q = io.q;
+  a.q_stride = int64_t{p.sh.Hq} * p.sh.D;
+  a.out = io.out;
+  a.k_cache = io.k_cache;
+  a.v_cache = io.v_cache;
+  a.layout = KvCacheLayout{p.sh.Hk, p.sh.D, p.sh.BS, p.num_blocks};
+  a.dtype = dtype;
+  a.num_q_heads = p.sh.Hq;
+  a.scale = 1.0f / std::sqrt(float(p.sh.D));
+  a.partition_size = partition;
+  a.meta.num_tokens = p.T;
+  a.meta.num_seqs = int32_t(p.seqs.size());
+  a.meta.query_start_loc = io.qsl;
+  a.meta.context_lens = io.ctx;
+  a.meta.block_tables = io.tables;
+  a.meta.max_blocks_per_seq = p.max_blocks;
+  a.meta.max_context_len = *std::max_element(p.ctx.begin(), p.ctx.end());
+  return a;
+}
+
 // Runs p on `be` with the cache stored as dtype; out starts as NaN, so every
 // element the op fails to write shows up.
 inline std::vector<float> run_attention(Backend& be, const Problem& p, KvDtype dtype,
@@ -120,29 +166,16 @@ inline std::vector<float> run_attention(Backend& be, const Problem& p, KvDtype d
     kc = put(be, to_bf16(p.kc));
     vc = put(be, to_bf16(p.vc));
   }
-  PagedAttentionParams a;
-  a.q = q.as<const float>();
-  a.q_stride = int64_t{p.sh.Hq} * p.sh.D;
-  a.out = out.as<float>();
-  a.k_cache = kc.data();
-  a.v_cache = vc.data();
-  a.layout = KvCacheLayout{p.sh.Hk, p.sh.D, p.sh.BS, p.num_blocks};
-  a.dtype = dtype;
-  a.num_q_heads = p.sh.Hq;
-  a.scale = 1.0f / std::sqrt(float(p.sh.D));
-  a.partition_size = partition;
-  a.meta.num_tokens = p.T;
-  a.meta.num_seqs = int32_t(p.seqs.size());
-  a.meta.query_start_loc = qsl.as<const int32_t>();
-  a.meta.context_lens = ctx.as<const int32_t>();
-  a.meta.block_tables = tables.as<const int32_t>();
-  a.meta.max_blocks_per_seq = p.max_blocks;
-  a.meta.max_context_len = *std::max_element(p.ctx.begin(), p.ctx.end());
-  be.paged_attention(a);
+  const AttentionIo io{q.as<const float>(),     kc.data(),
+                       vc.data(),               tables.as<const int32_t>(),
+                       qsl.as<const int32_t>(), ctx.as<const int32_t>(),
+                       out.as<float>()};
+  be.paged_attention(attention_params(p, io, dtype, partition));
   return get<float>(be, out, p.q.size());
 }
 
-// Naive attention in fp64 over the logical K/V; padding rows are 0.
+// Naive attention in fp64 over the logical K/V: row i of a sequence with q_len
+// rows and ctx keys attends keys [0, ctx - q_len + i]; padding rows are 0.
 inline std::vector<double> reference(const Problem& p) {
   const Shape& sh = p.sh;
   std::vector<double> out(p.q.size(), 0.0);
@@ -178,11 +211,16 @@ inline std::vector<double> reference(const Problem& p) {
 constexpr double kAttnAtol = 2e-5;
 constexpr double kAttnRtol = 1e-4;
 
-// Decode rows at and around block boundaries plus a long one, and three
-// chunked-prefill sequences.
-inline std::vector<Seq> mixed_seqs(int BS) {
+// Decode rows at and around block boundaries plus a long one.
+inline std::vector<Seq> decode_seqs(int BS) {
   std::vector<Seq> s;
   for (int ctx : {1, BS - 1, BS, BS + 1, 97, 1000}) s.push_back({ctx, 1});
+  return s;
+}
+
+// decode_seqs(BS) followed by three chunked-prefill sequences.
+inline std::vector<Seq> mixed_seqs(int BS) {
+  std::vector<Seq> s = decode_seqs(BS);
   s.push_back({17, 17});  // a whole prompt
   s.push_back({97, 5});   // a late chunk
   s.push_back({300, 64});
