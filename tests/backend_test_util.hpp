@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,16 @@
 #include "gpu/quant_format.hpp"
 
 namespace pagoda::gpu::test {
+
+// n uniform values in [lo, hi) from a fixed seed.
+inline std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
 
 // A new buffer of `b` holding v (an empty buffer for an empty v).
 template <class T>

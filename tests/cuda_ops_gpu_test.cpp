@@ -19,14 +19,6 @@
 namespace pagoda::gpu::test {
 namespace {
 
-std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
-
 using CudaBackendTest = CudaTest;
 using CudaOps = CudaTest;
 

@@ -12,17 +12,12 @@
 
 #include "gpu/backend.hpp"
 #include "gpu/cpu/cpu_ops.hpp"
+#include "tests/backend_test_util.hpp"
 
 namespace pagoda::gpu {
 namespace {
 
-std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using test::random_vec;
 
 std::unique_ptr<Backend> cpu_backend(size_t threads = 3, uint64_t limit = 0) {
   auto b = make_backend(BackendKind::kCpu, BackendOptions{limit, threads});
