@@ -1,0 +1,227 @@
+#include "actors/engine.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "actors/executor_actor.hpp"
+#include "actors/messages.hpp"
+#include "actors/request_actor.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "model/model_text.hpp"
+
+namespace pagoda::actors {
+
+struct Engine::Impl {
+  EngineOptions options;
+  caf::actor_system_config config;            // must outlive the system
+  std::unique_ptr<caf::actor_system> system;
+  caf::actor scheduler, executor;
+  std::shared_ptr<StatsBox> stats = std::make_shared<StatsBox>();
+  std::shared_ptr<const RequestContext> context;
+  std::atomic<uint64_t> next_id{1};
+  std::mt19937_64 seeds{std::random_device{}()};
+  std::mutex seeds_mutex;
+  int32_t num_blocks = 0, max_model_len = 0;
+  // CAF 0.17's ~actor_system hangs while any other live thread than the one
+  // running it has constructed the system or spawned an actor (each pins the
+  // logger in a thread-local; tested). So one owner thread builds the system,
+  // waits for `stop`, then shuts it down and destroys it, and only actors
+  // spawn (callers' threads just anon_send, which pins nothing).
+  std::thread owner;
+  std::promise<void> stop;
+};
+
+namespace {
+
+Result<std::shared_ptr<const RequestContext>> make_context(const std::string& path, int32_t vocab) {
+  Result<model::ModelText> text = model::load_model_text(path);
+  if (!text) return text.error();
+  auto ctx = std::make_shared<RequestContext>();
+  ctx->tokenizer = text->tokenizer;
+  ctx->bos_token = text->bos_token;
+  ctx->eos_token = text->eos_token;
+  ctx->vocab_size = vocab;
+  if (!text->chat_template.empty()) {
+    Result<model::ChatTemplate> t = model::ChatTemplate::compile(text->chat_template);
+    if (!t) return t.error();
+    ctx->chat_template.emplace(std::move(t).value());
+  }
+  return std::shared_ptr<const RequestContext>(std::move(ctx));
+}
+
+Result<std::shared_ptr<SchedulerCore>> make_core(const EngineOptions& o, const Executor& ex) {
+  BlockManagerConfig bc;
+  bc.num_blocks = ex.num_blocks();
+  bc.block_size = ex.block_size();
+  bc.enable_prefix_caching = o.enable_prefix_caching;
+  auto blocks = BlockManager::create(bc);
+  if (!blocks) return blocks.error();
+  SchedulerConfig sc;
+  sc.max_num_seqs = o.max_num_seqs;
+  sc.max_num_batched_tokens = o.max_num_batched_tokens;
+  sc.max_model_len = ex.max_model_len();
+  sc.eos_token_ids = ex.config().eos_token_ids;
+  return std::make_shared<SchedulerCore>(sc, std::move(blocks).value());
+}
+
+// The owner thread: builds the system and the actors, and at `stop` drains
+// and destroys them.
+void run_system(Engine::Impl* impl, std::shared_ptr<Executor> ex,
+                std::shared_ptr<SchedulerCore> core, std::promise<void>* ready) {
+  impl->system = std::make_unique<caf::actor_system>(impl->config);
+  impl->executor = spawn_executor_actor(*impl->system, std::move(ex));
+  impl->scheduler = spawn_scheduler_actor(*impl->system, std::move(core), impl->executor, impl->stats,
+                                          impl->context);
+  ready->set_value();
+  impl->stop.get_future().wait();
+  {
+    // Drain first: every request is cancelled (its sink gets on_done with
+    // abort) and no step is left in flight, so the executor is idle when it
+    // is told to exit.
+    caf::scoped_actor self{*impl->system};
+    self->request(impl->scheduler, std::chrono::minutes(10), stop_atom::value)
+        .receive([](bool) {}, [](caf::error&) {});
+  }
+  caf::anon_send_exit(impl->scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(impl->executor, caf::exit_reason::user_shutdown);
+  impl->scheduler = nullptr;
+  impl->executor = nullptr;
+  impl->system->await_all_actors_done();
+  impl->system.reset();
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options) {
+  if (options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
+    return make_error("engine: max_num_seqs and max_num_batched_tokens must be >= 1");
+  }
+  ExecutorOptions eo;
+  eo.model_path = options.model_path;
+  eo.backend = options.backend;
+  eo.precision = options.precision;
+  eo.kv_cache_bytes = options.kv_cache_bytes;
+  eo.num_blocks = options.num_kv_blocks;
+  eo.block_size = options.block_size;
+  eo.max_num_seqs = options.max_num_seqs;
+  eo.max_num_batched_tokens = options.max_num_batched_tokens;
+  eo.max_model_len = options.max_model_len;
+  eo.cpu_threads = options.cpu_threads;
+  auto ex = Executor::create(eo);
+  if (!ex) return ex.error();
+  auto ctx = make_context(options.model_path, (*ex)->config().vocab_size);
+  if (!ctx) return ctx.error();
+  auto core = make_core(options, **ex);
+  if (!core) return core.error();
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->context = std::move(ctx).value();
+  impl->num_blocks = (*ex)->num_blocks();
+  impl->max_model_len = (*ex)->max_model_len();
+  impl->config.set("scheduler.max-threads", std::max<size_t>(options.actor_threads, 1));
+  impl->config.set("scheduler.max-throughput", 300);
+  std::promise<void> ready;
+  std::future<void> is_ready = ready.get_future();
+  impl->owner = std::thread(run_system, impl.get(), std::shared_ptr<Executor>(std::move(ex).value()),
+                            std::move(core).value(), &ready);
+  is_ready.wait();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Engine::~Engine() {
+  if (!impl_ || !impl_->owner.joinable()) return;
+  impl_->stop.set_value();
+  impl_->owner.join();
+}
+
+const EngineOptions& Engine::options() const { return impl_->options; }
+int32_t Engine::num_kv_blocks() const { return impl_->num_blocks; }
+int32_t Engine::max_model_len() const { return impl_->max_model_len; }
+
+void RequestHandle::cancel() {
+  if (!scheduler_) return;
+  auto strong = caf::actor_cast<caf::actor>(*static_cast<caf::actor_addr*>(scheduler_.get()));
+  if (strong) caf::anon_send<caf::message_priority::high>(strong, abort_atom::value, id_);
+}
+
+RequestHandle Engine::submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) {
+  if (!request.sampling.seed) {
+    std::lock_guard<std::mutex> lock(impl_->seeds_mutex);
+    request.sampling.seed = impl_->seeds();
+  }
+  RequestHandle h;
+  h.id_ = impl_->next_id.fetch_add(1);
+  h.scheduler_ = std::make_shared<caf::actor_addr>(impl_->scheduler.address());
+  caf::anon_send(impl_->scheduler, spawn_atom::value,
+                 SpawnRequest{h.id_, std::move(request), std::move(sink)});
+  return h;
+}
+
+EngineStats Engine::stats() { return impl_->stats->get(); }
+
+namespace {
+
+// Collects one request's stream for the blocking API.
+class CollectSink : public RequestSink {
+ public:
+  explicit CollectSink(int32_t n) { result_.samples.resize(size_t(n)); }
+  bool on_token(const TokenDelta& d) override {
+    SampleResult& s = result_.samples[size_t(d.index)];
+    s.text += d.text;
+    if (d.token_id >= 0) {
+      s.token_ids.push_back(d.token_id);
+      s.logprobs.push_back(d.logprob);
+    }
+    return true;
+  }
+  void on_done(const RequestDone& done) override {
+    for (size_t i = 0; i < done.finish.size() && i < result_.samples.size(); ++i) {
+      result_.samples[i].finish = done.finish[i];
+    }
+    result_.prompt_tokens = done.prompt_tokens;
+    promise_.set_value(std::move(result_));
+  }
+  void on_error(const std::string& message) override {
+    result_.error = message;
+    promise_.set_value(std::move(result_));
+  }
+  std::future<GenerateResult> future() { return promise_.get_future(); }
+
+ private:
+  GenerateResult result_;
+  std::promise<GenerateResult> promise_;
+};
+
+}  // namespace
+
+std::vector<GenerateResult> Engine::generate(std::vector<GenerateRequest> requests) {
+  std::vector<std::future<GenerateResult>> futures;
+  for (GenerateRequest& r : requests) {
+    auto sink = std::make_shared<CollectSink>(std::max(r.sampling.n, 1));
+    futures.push_back(sink->future());
+    submit(std::move(r), std::move(sink));
+  }
+  std::vector<GenerateResult> out;
+  for (auto& f : futures) out.push_back(f.get());
+  return out;
+}
+
+std::vector<GenerateResult> Engine::generate(const std::vector<std::string>& prompts,
+                                             const SamplingOptions& sampling) {
+  std::vector<GenerateRequest> reqs;
+  for (const std::string& p : prompts) {
+    GenerateRequest r;
+    r.prompt = p;
+    r.sampling = sampling;
+    reqs.push_back(std::move(r));
+  }
+  return generate(std::move(reqs));
+}
+
+}  // namespace pagoda::actors

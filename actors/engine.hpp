@@ -1,0 +1,155 @@
+// Engine: the inference engine behind the server and the offline API. It owns
+// a CAF actor_system with three kinds of actors:
+//   executor actor  (detached: the only one that blocks) runs StepPlans on the
+//                   model (actors/executor.hpp);
+//   scheduler actor owns the SchedulerCore (continuous batching, paged KV
+//                   blocks, preemption) and sends one plan per step;
+//   request actors  one per request: tokenize (chat template for chat
+//                   requests), submit a group, detokenize incrementally, apply
+//                   stop strings and stream to a RequestSink.
+// The scheduler monitors request actors: a request that ends for any reason
+// (finish, cancel, a sink that refuses tokens) releases every block of its
+// group. ~Engine stops every actor and waits for them (no hang).
+//
+// Thread-safety: submit(), generate(), stats() and RequestHandle::cancel()
+// may be called from any thread, concurrently; ~Engine from any thread too
+// (an internal owner thread builds and destroys the actor system: CAF 0.17's
+// ~actor_system hangs on any other thread than the constructing one).
+// stats() reads a snapshot the scheduler publishes; it never blocks on actors. RequestSink callbacks run on
+// an actor thread, one at a time per request.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/sampling_options.hpp"
+#include "actors/sequence.hpp"
+#include "gpu/backend.hpp"
+#include "gpu/result.hpp"
+#include "model/llama_weights.hpp"
+
+namespace pagoda::actors {
+
+struct EngineOptions {
+  std::string model_path;
+  gpu::BackendKind backend = gpu::BackendKind::kAuto;
+  model::WeightPrecision precision = model::WeightPrecision::kQuantized;
+  uint64_t kv_cache_bytes = uint64_t(256) << 20;
+  int32_t num_kv_blocks = 0;  // > 0: exactly this many blocks (overrides kv_cache_bytes)
+  int32_t block_size = 16;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+  int32_t max_model_len = 0;  // 0: the model's context length
+  bool enable_prefix_caching = true;
+  size_t cpu_threads = 0;     // CPU backend threads (0: the shared pool)
+  size_t actor_threads = 2;   // CAF cooperative workers
+};
+
+struct ChatMessage {
+  std::string role, content;
+};
+
+// One request: prompt_ids when non-empty, else messages (chat template) when
+// non-empty, else prompt (tokenized with the model's BOS rule).
+struct GenerateRequest {
+  std::string prompt;
+  std::vector<ChatMessage> messages;
+  std::vector<int32_t> prompt_ids;
+  SamplingOptions sampling;
+};
+
+struct TokenDelta {
+  int32_t index = 0;         // sample index (0..n-1)
+  std::string text;          // new final text (may be empty: held back for UTF-8 / stop strings)
+  int32_t token_id = -1;
+  float logprob = 0.0f;
+  std::vector<int32_t> top_tokens;
+  std::vector<float> top_logprobs;
+};
+
+struct RequestDone {
+  std::vector<FinishReason> finish;  // per sample
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;     // over all samples
+};
+
+// The consumer of one request's stream (the network layer, or generate()).
+// on_token returning false means the consumer is gone: the request is
+// cancelled. Exactly one of on_done / on_error ends the stream (none when the
+// consumer refused a token).
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  virtual bool on_token(const TokenDelta& delta) = 0;
+  virtual void on_done(const RequestDone& done) = 0;
+  virtual void on_error(const std::string& message) = 0;
+};
+
+struct EngineStats {
+  int32_t running = 0, waiting = 0;  // groups
+  uint64_t preemptions = 0, tokens_generated = 0, steps = 0;
+  int32_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
+  uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
+};
+
+// A submitted request. cancel() is idempotent and safe after the end.
+class RequestHandle {
+ public:
+  RequestHandle() = default;
+  void cancel();
+  uint64_t id() const { return id_; }
+
+ private:
+  friend class Engine;
+  std::shared_ptr<void> scheduler_;  // a weak caf::actor_addr, type-erased
+  uint64_t id_ = 0;
+};
+
+// The offline API's answer for one prompt.
+struct SampleResult {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::vector<float> logprobs;
+  FinishReason finish = FinishReason::none;
+};
+struct GenerateResult {
+  std::vector<SampleResult> samples;  // [n]
+  int32_t prompt_tokens = 0;
+  std::string error;                  // non-empty when the request failed
+};
+
+class Engine {
+ public:
+  // Loads the model and starts the actors. Errors: a bad model or option.
+  static Result<std::unique_ptr<Engine>> start(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Starts one request; the sink receives its stream. Invalid sampling
+  // options are reported through sink->on_error.
+  RequestHandle submit(GenerateRequest request, std::shared_ptr<RequestSink> sink);
+  // Blocking: runs every prompt (concurrently) and returns in order.
+  std::vector<GenerateResult> generate(const std::vector<std::string>& prompts,
+                                       const SamplingOptions& sampling);
+  std::vector<GenerateResult> generate(std::vector<GenerateRequest> requests);
+  EngineStats stats();
+
+  const EngineOptions& options() const;
+  int32_t num_kv_blocks() const;
+  int32_t max_model_len() const;
+
+  struct Impl;  // opaque: the actor system and its owner thread (engine.cpp)
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagoda::actors
+
+namespace pagoda {
+using actors::Engine;  // pagoda::Engine
+}  // namespace pagoda

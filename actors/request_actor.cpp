@@ -1,0 +1,213 @@
+#include "actors/request_actor.hpp"
+
+#include <algorithm>
+
+#include "actors/messages.hpp"
+#include "model/incremental_decoder.hpp"
+
+namespace pagoda::actors {
+
+std::string release_text(std::string& held, const std::vector<std::string>& stops, bool* matched) {
+  size_t first = std::string::npos;
+  for (const std::string& s : stops) first = std::min(first, held.find(s));
+  *matched = first != std::string::npos;
+  if (*matched) {
+    std::string out = held.substr(0, first);
+    held.clear();
+    return out;
+  }
+  size_t keep = 0;
+  for (const std::string& s : stops) {
+    for (size_t k = std::min(s.size() - 1, held.size()); k > keep; --k) {
+      if (held.compare(held.size() - k, k, s, 0, k) == 0) {
+        keep = k;
+        break;
+      }
+    }
+  }
+  std::string out = held.substr(0, held.size() - keep);
+  held.erase(0, held.size() - keep);
+  return out;
+}
+
+namespace {
+
+struct SampleStream {
+  std::unique_ptr<model::IncrementalDecoder> decoder;
+  std::string held;
+  bool done = false;
+};
+
+struct RequestState {
+  caf::actor scheduler;
+  std::shared_ptr<const RequestContext> ctx;
+  std::shared_ptr<RequestSink> sink;
+  RequestId id = 0;
+  SamplingOptions options;
+  std::vector<SampleStream> samples;
+  RequestDone done;
+  std::string error;
+  bool ended = false;  // the sink got its last call
+};
+
+using Self = caf::stateful_actor<RequestState>*;
+
+Result<std::vector<int32_t>> prompt_ids(const RequestContext& ctx, const GenerateRequest& r) {
+  if (!r.prompt_ids.empty()) {
+    for (int32_t id : r.prompt_ids) {
+      if (id < 0 || id >= ctx.vocab_size) return make_error("prompt id out of the vocabulary");
+    }
+    return r.prompt_ids;
+  }
+  if (r.messages.empty()) return ctx.tokenizer->encode(r.prompt, true);
+  if (!ctx.chat_template) return make_error("the model has no chat template");
+  std::vector<model::jinja::Value> msgs;
+  for (const ChatMessage& m : r.messages) {
+    model::jinja::Dict d;
+    d.set(model::jinja::Value::string("role"), model::jinja::Value::string(m.role));
+    d.set(model::jinja::Value::string("content"), model::jinja::Value::string(m.content));
+    msgs.push_back(model::jinja::Value::dict(std::move(d)));
+  }
+  model::ChatRenderInput in;
+  in.messages = model::jinja::Value::list(std::move(msgs));
+  in.bos_token = ctx.bos_token;
+  in.eos_token = ctx.eos_token;
+  Result<std::string> text = ctx.chat_template->render(in);
+  if (!text) return text.error();
+  return ctx.tokenizer->encode(*text, false);
+}
+
+void end_with_error(Self self, const std::string& message) {
+  if (!self->state.ended) self->state.sink->on_error(message);
+  self->state.ended = true;
+  self->quit();
+}
+
+// Cancels the group (the consumer is gone or asked); reports abort if it can.
+void cancel(Self self, bool tell_sink) {
+  auto& st = self->state;
+  self->send(st.scheduler, cancel_atom::value, st.id);
+  if (tell_sink && !st.ended) {
+    for (size_t i = 0; i < st.samples.size(); ++i) {
+      if (!st.samples[i].done) st.done.finish[i] = FinishReason::abort;
+    }
+    st.sink->on_done(st.done);
+  }
+  st.ended = true;
+  self->quit();
+}
+
+bool emit(Self self, int32_t index, std::string text, const SeqEvent* ev) {
+  TokenDelta d;
+  d.index = index;
+  d.text = std::move(text);
+  if (ev != nullptr) {
+    d.token_id = ev->sample.token;
+    d.logprob = ev->sample.logprob;
+    d.top_tokens = ev->sample.top_tokens;
+    d.top_logprobs = ev->sample.top_logprobs;
+  } else if (d.text.empty()) {
+    return true;
+  }
+  return self->state.sink->on_token(d);
+}
+
+// A finished sample: flush what the decoder and the stop-string check held.
+bool flush(Self self, int32_t index, FinishReason reason) {
+  auto& st = self->state;
+  SampleStream& s = st.samples[size_t(index)];
+  s.done = true;
+  st.done.finish[size_t(index)] = reason;
+  s.held += s.decoder->finish();
+  bool matched = false;
+  std::string text = release_text(s.held, st.options.stop, &matched);
+  if (!matched) text += s.held;
+  if (matched) st.done.finish[size_t(index)] = FinishReason::stop;
+  return emit(self, index, std::move(text), nullptr);
+}
+
+bool on_event(Self self, const SeqEvent& ev) {
+  auto& st = self->state;
+  if (ev.index < 0 || size_t(ev.index) >= st.samples.size()) return true;
+  SampleStream& s = st.samples[size_t(ev.index)];
+  if (s.done) return true;
+  if (ev.has_token) {
+    ++st.done.completion_tokens;
+    s.decoder->push(ev.sample.token, s.held);
+    bool matched = false;
+    std::string text = release_text(s.held, st.options.stop, &matched);
+    if (!emit(self, ev.index, std::move(text), &ev)) return false;
+    if (matched) {
+      s.done = true;
+      st.done.finish[size_t(ev.index)] = FinishReason::stop;
+      self->send(st.scheduler, finish_atom::value, st.id, ev.index);
+      return true;
+    }
+  }
+  if (ev.finish == FinishReason::error && st.error.empty()) st.error = ev.error;
+  if (ev.finish != FinishReason::none) return flush(self, ev.index, ev.finish);
+  return true;
+}
+
+void on_batch(Self self, const EventBatch& batch) {
+  auto& st = self->state;
+  for (const SeqEvent& ev : batch.events) {
+    if (st.ended) return;
+    if (ev.group_done) {
+      const bool failed = st.done.completion_tokens == 0 &&
+                          std::any_of(st.done.finish.begin(), st.done.finish.end(),
+                                      [](FinishReason r) { return r == FinishReason::error; });
+      if (failed) return end_with_error(self, st.error.empty() ? "request failed" : st.error);
+      st.sink->on_done(st.done);
+      st.ended = true;
+      self->quit();
+      return;
+    }
+    if (!on_event(self, ev)) return cancel(self, /*tell_sink=*/false);
+  }
+}
+
+caf::behavior request_fn(Self self, caf::actor scheduler, std::shared_ptr<const RequestContext> ctx,
+                         RequestId id, GenerateRequest req, std::shared_ptr<RequestSink> sink) {
+  auto& st = self->state;
+  st.scheduler = std::move(scheduler);
+  st.ctx = std::move(ctx);
+  st.sink = std::move(sink);
+  st.id = id;
+  st.options = req.sampling;
+  Result<std::vector<int32_t>> ids = prompt_ids(*st.ctx, req);
+  if (!ids) {
+    end_with_error(self, ids.error().message);
+    return {};
+  }
+  if (auto ok = st.options.validate(); !ok) {
+    end_with_error(self, ok.error().message);
+    return {};
+  }
+  st.done.prompt_tokens = int32_t(ids->size());
+  st.done.finish.assign(size_t(st.options.n), FinishReason::none);
+  for (int32_t i = 0; i < st.options.n; ++i) {
+    SampleStream s;
+    s.decoder = std::make_unique<model::IncrementalDecoder>(st.ctx->tokenizer, true);
+    st.samples.push_back(std::move(s));
+  }
+  self->monitor(st.scheduler);
+  self->set_down_handler([self](caf::down_msg&) { end_with_error(self, "the engine stopped"); });
+  AddGroup add{id, std::move(ids).value(), st.options};
+  self->send(st.scheduler, add_atom::value, std::move(add));
+  return {
+      [self](events_atom, const EventBatch& batch) { on_batch(self, batch); },
+      [self](cancel_atom) { cancel(self, /*tell_sink=*/true); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_request_actor(caf::actor_system& sys, caf::actor scheduler,
+                               std::shared_ptr<const RequestContext> context, RequestId id,
+                               GenerateRequest request, std::shared_ptr<RequestSink> sink) {
+  return sys.spawn(request_fn, std::move(scheduler), std::move(context), id, std::move(request),
+                   std::move(sink));
+}
+
+}  // namespace pagoda::actors

@@ -1,0 +1,43 @@
+// The request actor: one per request. At start it turns the request into
+// prompt ids (explicit ids; chat messages through the model's chat template,
+// tokenized without adding BOS again; or plain text with the tokenizer's BOS
+// rule), validates the options and sends (add_atom, AddGroup) to the
+// scheduler; it monitors the scheduler (engine shutdown ends it with
+// on_error). Per sample it detokenizes incrementally (UTF-8 safe) and applies
+// the stop strings: text that could still become a stop string is held back;
+// on a match the text before it is emitted, the rest dropped, and the
+// scheduler told to finish that sample. It streams to the RequestSink and
+// quits when the group is done; a sink that refuses a token, or
+// (cancel_atom), cancels the group (every block released by the scheduler).
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "actors/engine.hpp"
+#include "model/chat_template.hpp"
+#include "model/tokenizer.hpp"
+
+namespace pagoda::actors {
+
+// What every request actor shares (immutable, thread-safe).
+struct RequestContext {
+  std::shared_ptr<const model::Tokenizer> tokenizer;
+  std::optional<model::ChatTemplate> chat_template;
+  std::string bos_token, eos_token;
+  int32_t vocab_size = 0;
+};
+
+caf::actor spawn_request_actor(caf::actor_system& sys, caf::actor scheduler,
+                               std::shared_ptr<const RequestContext> context, RequestId id,
+                               GenerateRequest request, std::shared_ptr<RequestSink> sink);
+
+// The text of `held` that may be emitted now given the stop strings: all of
+// it but the longest suffix that is a prefix of a stop string. On a match,
+// returns the text before the earliest match, clears held and sets *matched.
+std::string release_text(std::string& held, const std::vector<std::string>& stops, bool* matched);
+
+}  // namespace pagoda::actors

@@ -1,0 +1,84 @@
+// SamplingOptions: the user-facing parameters of one generation request (one
+// sequence group), as the OpenAI-style routes and the offline API take them.
+//
+// Semantics (vLLM's where they exist):
+//  - temperature < gpu::kGreedyTemperature means greedy (argmax).
+//  - seed: with a value, sample i of the group draws with seed_for(i), so the
+//    request's output depends only on (prompt, options), never on the batch;
+//    without one the engine picks a random seed at submission.
+//  - stop / stop_token_ids: generation of a sample ends at the first match; a
+//    stop token id is kept in the token output, a stop string is cut from the
+//    text (the request actor's job). EOS ends a sample unless ignore_eos.
+//  - max_tokens: new tokens per sample; min_tokens: EOS and stop token ids do
+//    not end a sample before it has this many tokens (they are not masked
+//    from sampling, unlike vLLM: the sampler has no logit bias).
+//  - logprobs: 0 = the sampled token's logprob only; 1..kMaxTopLogprobs = also
+//    that many top candidates per token.
+//  - n: parallel samples sharing the prompt's KV blocks (forked after prefill).
+// A plain value; thread-safe to copy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/ops.hpp"
+#include "gpu/result.hpp"
+
+namespace pagoda::actors {
+
+struct SamplingOptions {
+  float temperature = 1.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  int32_t max_tokens = 16;
+  int32_t min_tokens = 0;
+  bool ignore_eos = false;
+  int32_t logprobs = 0;
+  int32_t n = 1;
+
+  // The seed of sample i (requires seed to hold a value): seed itself for
+  // sample 0, a fixed mix of (seed, i) for the others.
+  uint64_t seed_for(int32_t i) const {
+    uint64_t x = *seed;
+    if (i == 0) return x;
+    x += 0x9e3779b97f4a7c15ULL * uint64_t(i);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  }
+
+  // Whether any penalty needs the token history on the device.
+  bool uses_history() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
+
+  // Range checks, with a message naming the field.
+  Result<void> validate() const {
+    auto bad = [](const std::string& what) { return make_error("sampling options: " + what); };
+    if (!(temperature >= 0.0f)) return bad("temperature must be >= 0");
+    if (!(top_p > 0.0f && top_p <= 1.0f)) return bad("top_p must be in (0, 1]");
+    if (!(min_p >= 0.0f && min_p <= 1.0f)) return bad("min_p must be in [0, 1]");
+    if (!(repetition_penalty > 0.0f)) return bad("repetition_penalty must be > 0");
+    if (max_tokens < 1) return bad("max_tokens must be >= 1");
+    if (min_tokens < 0 || min_tokens > max_tokens) return bad("min_tokens must be in [0, max_tokens]");
+    if (logprobs < 0 || logprobs > gpu::kMaxTopLogprobs) {
+      return bad("logprobs must be in [0, " + std::to_string(gpu::kMaxTopLogprobs) + "]");
+    }
+    if (n < 1 || n > 64) return bad("n must be in [1, 64]");
+    for (const std::string& s : stop) {
+      if (s.empty()) return bad("stop strings must not be empty");
+    }
+    return {};
+  }
+};
+
+}  // namespace pagoda::actors

@@ -1,0 +1,62 @@
+// Sequence / SequenceGroup: the scheduler's view of one request (a group) and
+// its samples (sequences).
+//
+// A sequence's `tokens` are its prompt followed by its output. `num_computed`
+// counts the leading tokens whose K/V are in the cache; the scheduler computes
+// tokens[num_computed..) (a prefill chunk, or the one token sampled last) and
+// samples when a step reaches the end. Preemption frees the blocks and resets
+// num_computed to 0: the output stays, and is recomputed as part of the prompt.
+//
+// A group with n > 1 starts with one live sequence (index 0) that prefills the
+// prompt; the other n - 1 are forked from it when the prompt's last chunk is
+// scheduled (`forked`). Not thread-safe: owned by the scheduler core.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/block_manager.hpp"
+#include "actors/sampling_options.hpp"
+
+namespace pagoda::actors {
+
+using RequestId = uint64_t;
+
+enum class SeqStatus : uint8_t { waiting, running, finished };
+// none: still generating; stop: EOS / stop token / stop string; length:
+// max_tokens or the model's context; abort: cancelled or preempted beyond
+// recovery; error: could never be scheduled (prompt larger than the cache).
+enum class FinishReason : uint8_t { none, stop, length, abort, error };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error", ""
+
+struct Sequence {
+  SeqId id = 0;
+  int32_t index = 0;                 // sample index within the group
+  std::vector<TokenId> tokens;       // prompt + output
+  int32_t prompt_len = 0;
+  int32_t num_computed = 0;
+  SeqStatus status = SeqStatus::waiting;
+  FinishReason finish = FinishReason::none;
+  bool finish_requested = false;     // by the request side; honoured after the step
+  uint64_t seed = 0;
+
+  int32_t output_len() const { return int32_t(tokens.size()) - prompt_len; }
+  bool finished() const { return status == SeqStatus::finished; }
+};
+
+struct SequenceGroup {
+  RequestId id = 0;
+  SamplingOptions options;           // seed resolved (has a value)
+  std::vector<Sequence> seqs;        // [options.n], index == position
+  bool forked = false;               // children exist (always true when n == 1)
+  int32_t num_preemptions = 0;
+  bool cancel_requested = false;
+
+  // Sequences that take part in scheduling: the leader before the fork,
+  // afterwards every unfinished one.
+  int32_t num_live() const;
+  bool all_finished() const;
+};
+
+}  // namespace pagoda::actors

@@ -1,0 +1,330 @@
+// SchedulerCore with a fake executor that simulates the paged KV cache: it
+// writes each planned token into its slot (after the plan's CoW copies) and
+// draws the next token from a hash of the context READ BACK through the block
+// table, the seed and the step. The reference is the same hash over the true
+// token sequence, computed without any scheduler, so any wrong block table,
+// missed copy, stale prefix-cache block or lost recompute changes an output.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "actors/scheduler_core.hpp"
+
+namespace pagoda::actors {
+namespace {
+
+constexpr int32_t kVocab = 60;
+constexpr TokenId kEos = 0;
+
+TokenId next_token(std::span<const TokenId> ctx, uint64_t seed, uint64_t step) {
+  uint64_t h = seed * 0x9e3779b97f4a7c15ULL + step;
+  for (TokenId t : ctx) h = (h ^ uint64_t(t)) * 0x100000001b3ULL + 7;
+  h ^= h >> 29;
+  return TokenId(h % kVocab);
+}
+
+class FakeExecutor {
+ public:
+  FakeExecutor(int32_t num_blocks, int32_t block_size)
+      : bs_(block_size), kv_(size_t(num_blocks) * size_t(block_size), -1) {}
+
+  StepResult run(const StepPlan& plan) {
+    for (const BlockCopy& c : plan.copies) {
+      std::copy_n(kv_.begin() + c.src * bs_, bs_, kv_.begin() + c.dst * bs_);
+    }
+    for (const PlanEntry& e : plan.entries) {
+      for (size_t i = 0; i < e.tokens.size(); ++i) {
+        const int32_t pos = e.num_cached + int32_t(i);
+        kv_[size_t(e.block_table[size_t(pos / bs_)] * bs_ + pos % bs_)] = e.tokens[i];
+      }
+    }
+    StepResult r;
+    r.step_id = plan.step_id;
+    for (const PlanSample& s : plan.samples) {
+      const PlanEntry& e = plan.entries[size_t(s.entry)];
+      std::vector<TokenId> ctx;
+      for (int32_t p = 0; p < e.num_cached + int32_t(e.tokens.size()); ++p) {
+        ctx.push_back(kv_[size_t(e.block_table[size_t(p / bs_)] * bs_ + p % bs_)]);
+      }
+      SampleOutput o;
+      o.seq = s.seq;
+      o.token = next_token(ctx, s.params.seed, s.params.step);
+      r.samples.push_back(o);
+    }
+    return r;
+  }
+
+ private:
+  int32_t bs_;
+  std::vector<TokenId> kv_;
+};
+
+// The expected output of one sample, without a scheduler.
+std::vector<TokenId> reference(std::vector<TokenId> tokens, const SamplingOptions& o, int32_t index,
+                               int32_t max_model_len) {
+  const size_t prompt_len = tokens.size();
+  std::vector<TokenId> out;
+  for (;;) {
+    const TokenId t = next_token(tokens, o.seed_for(index), out.size());
+    tokens.push_back(t);
+    out.push_back(t);
+    const bool stop = int32_t(out.size()) >= o.min_tokens && !o.ignore_eos && t == kEos;
+    if (stop || int32_t(out.size()) >= o.max_tokens || tokens.size() >= size_t(max_model_len)) break;
+  }
+  (void)prompt_len;
+  return out;
+}
+
+struct Harness {
+  SchedulerConfig cfg;
+  int32_t num_blocks, block_size;
+  std::unique_ptr<SchedulerCore> core;
+  std::unique_ptr<FakeExecutor> exec;
+  std::map<std::pair<RequestId, int32_t>, std::vector<TokenId>> out;
+  std::map<std::pair<RequestId, int32_t>, FinishReason> finish;
+  std::map<RequestId, int> done;
+  int32_t max_seqs_seen = 0, steps = 0, mixed_steps = 0;
+
+  Harness(int32_t blocks, int32_t bs, int32_t max_seqs, int32_t max_tokens, bool caching = true)
+      : num_blocks(blocks), block_size(bs) {
+    cfg.max_num_seqs = max_seqs;
+    cfg.max_num_batched_tokens = max_tokens;
+    cfg.max_model_len = 512;
+    cfg.eos_token_ids = {kEos};
+    BlockManagerConfig bc;
+    bc.num_blocks = blocks;
+    bc.block_size = bs;
+    bc.enable_prefix_caching = caching;
+    core = std::make_unique<SchedulerCore>(cfg, BlockManager::create(bc).value());
+    exec = std::make_unique<FakeExecutor>(blocks, bs);
+  }
+
+  std::vector<TokenId> got(RequestId r, int32_t i) { return out[std::make_pair(r, i)]; }
+  FinishReason fin(RequestId r, int32_t i) { return finish[std::make_pair(r, i)]; }
+
+  void collect() {
+    for (SeqEvent& e : core->take_events()) {
+      if (e.group_done) {
+        ++done[e.request];
+        continue;
+      }
+      if (e.has_token) out[{e.request, e.index}].push_back(e.sample.token);
+      if (e.finish != FinishReason::none) finish[{e.request, e.index}] = e.finish;
+    }
+  }
+
+  // One step with the budget checks; false when nothing could be planned.
+  bool step() {
+    StepPlan plan = core->schedule();
+    collect();
+    if (plan.empty()) return false;
+    EXPECT_LE(plan.num_tokens(), cfg.max_num_batched_tokens);
+    EXPECT_LE(int32_t(plan.entries.size()), cfg.max_num_seqs);
+    max_seqs_seen = std::max(max_seqs_seen, core->stats().running_seqs);
+    bool chunk = false, decode = false;
+    for (const PlanEntry& e : plan.entries) (e.tokens.size() > 1 ? chunk : decode) = true;
+    mixed_steps += chunk && decode;
+    ++steps;
+    EXPECT_TRUE(core->apply(exec->run(plan)).ok());
+    auto inv = core->block_manager().check_invariants();
+    EXPECT_TRUE(inv.ok()) << (inv.ok() ? "" : inv.error().message);
+    collect();
+    return true;
+  }
+
+  void run_all() {
+    for (int guard = 0; core->has_unfinished() && guard < 100000; ++guard) {
+      if (!step()) {
+        ADD_FAILURE() << "scheduler stalled with unfinished requests";
+        return;
+      }
+    }
+  }
+
+  void expect_all_blocks_back() {
+    const BlockManager& bm = core->block_manager();
+    EXPECT_EQ(bm.num_seqs(), 0);
+    EXPECT_EQ(bm.num_free_blocks() + bm.num_cached_blocks(), bm.total_blocks());
+  }
+};
+
+std::vector<TokenId> make_prompt(std::mt19937& rng, int32_t len) {
+  std::vector<TokenId> p(static_cast<size_t>(len));
+  for (TokenId& t : p) t = 1 + TokenId(rng() % (kVocab - 1));
+  return p;
+}
+
+SamplingOptions opts(uint64_t seed, int32_t max_tokens, int32_t n = 1) {
+  SamplingOptions o;
+  o.seed = seed;
+  o.max_tokens = max_tokens;
+  o.n = n;
+  return o;
+}
+
+// Submits `count` requests of random prompt lengths, runs them all, and
+// compares every sample with the reference.
+void run_mix(Harness& h, int count, int32_t max_prompt, int32_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::pair<std::vector<TokenId>, SamplingOptions>> reqs;
+  for (int r = 0; r < count; ++r) {
+    auto p = make_prompt(rng, 1 + int32_t(rng() % uint32_t(max_prompt)));
+    SamplingOptions o = opts(1000 + uint64_t(r), 5 + int32_t(rng() % 30), n);
+    ASSERT_TRUE(h.core->add_group(RequestId(r), p, o).ok());
+    reqs.push_back({p, o});
+  }
+  h.run_all();
+  for (int r = 0; r < count; ++r) {
+    EXPECT_EQ(h.done[RequestId(r)], 1) << "request " << r;
+    for (int32_t i = 0; i < n; ++i) {
+      EXPECT_EQ(h.got(RequestId(r), i), reference(reqs[size_t(r)].first, reqs[size_t(r)].second, i,
+                                                    h.cfg.max_model_len))
+          << "request " << r << " sample " << i;
+    }
+  }
+  h.expect_all_blocks_back();
+}
+
+TEST(SchedulerCore, SingleRequestMatchesReference) {
+  Harness h(64, 4, 8, 64);
+  run_mix(h, 1, 20, 1, 1);
+}
+
+TEST(SchedulerCore, ManyRequestsUnderBudgetsMatchReference) {
+  Harness h(256, 4, 6, 32);
+  run_mix(h, 24, 60, 1, 2);
+  EXPECT_LE(h.max_seqs_seen, 6);
+  EXPECT_GT(h.mixed_steps, 0) << "chunked prefills never shared a step with decodes";
+  EXPECT_EQ(h.core->stats().preemptions, 0u);
+}
+
+TEST(SchedulerCore, ChunkedPrefillSplitsALongPrompt) {
+  Harness h(128, 4, 4, 16);
+  std::mt19937 rng(3);
+  auto p = make_prompt(rng, 100);
+  SamplingOptions o = opts(5, 8);
+  o.ignore_eos = true;  // exactly 8 tokens
+  ASSERT_TRUE(h.core->add_group(7, p, o).ok());
+  StepPlan first = h.core->schedule();
+  ASSERT_EQ(first.entries.size(), 1u);
+  EXPECT_EQ(first.entries[0].tokens.size(), 16u);
+  EXPECT_TRUE(first.samples.empty()) << "sampled before the prompt was complete";
+  ASSERT_TRUE(h.core->apply(h.exec->run(first)).ok());
+  h.run_all();
+  EXPECT_EQ(h.steps, 6 + 7);  // 6 more chunks (100 = 6*16 + 4; the last samples), 7 decodes
+  EXPECT_EQ(h.got(7, 0), reference(p, o, 0, 512));
+  h.expect_all_blocks_back();
+}
+
+TEST(SchedulerCore, PreemptionRecomputesToTheSameOutputs) {
+  Harness h(40, 4, 16, 64, /*caching=*/false);
+  run_mix(h, 16, 30, 1, 4);
+  EXPECT_GT(h.core->stats().preemptions, 0u) << "the test did not force preemption";
+}
+
+TEST(SchedulerCore, PreemptionWithPrefixCachingRecomputesToTheSameOutputs) {
+  Harness h(40, 4, 16, 64);
+  run_mix(h, 16, 30, 1, 5);
+  EXPECT_GT(h.core->stats().preemptions, 0u);
+}
+
+TEST(SchedulerCore, ParallelSamplingSharesThePromptAndMatchesReference) {
+  Harness h(256, 4, 16, 64);
+  run_mix(h, 6, 30, 3, 6);
+}
+
+TEST(SchedulerCore, ParallelSamplingSurvivesPreemption) {
+  Harness h(48, 4, 16, 64);
+  run_mix(h, 8, 20, 3, 7);
+  EXPECT_GT(h.core->stats().preemptions, 0u);
+}
+
+TEST(SchedulerCore, SamePromptTwiceHitsThePrefixCache) {
+  Harness h(128, 4, 8, 64);
+  std::mt19937 rng(8);
+  auto p = make_prompt(rng, 30);
+  ASSERT_TRUE(h.core->add_group(1, p, opts(9, 10)).ok());
+  h.run_all();
+  ASSERT_TRUE(h.core->add_group(2, p, opts(9, 10)).ok());
+  h.run_all();
+  EXPECT_GE(h.core->stats().prefix.hit_tokens, 28u);
+  EXPECT_EQ(h.got(1, 0), h.got(2, 0));
+  EXPECT_EQ(h.got(2, 0), reference(p, opts(9, 10), 0, 512));
+  h.expect_all_blocks_back();
+}
+
+TEST(SchedulerCore, AdmissionRespectsMaxNumSeqs) {
+  Harness h(256, 4, 2, 64);
+  run_mix(h, 6, 10, 1, 9);
+  EXPECT_EQ(h.max_seqs_seen, 2);
+}
+
+TEST(SchedulerCore, CancelAtRandomPointsReturnsEveryBlock) {
+  Harness h(60, 4, 8, 24);
+  std::mt19937 rng(10);
+  for (int r = 0; r < 20; ++r) {
+    ASSERT_TRUE(h.core->add_group(RequestId(r), make_prompt(rng, 1 + int32_t(rng() % 40)),
+                                  opts(uint64_t(r), 40, 1 + r % 3)).ok());
+  }
+  for (int guard = 0; h.core->has_unfinished() && guard < 10000; ++guard) {
+    StepPlan plan = h.core->schedule();
+    h.collect();
+    if (rng() % 3 == 0) h.core->cancel_group(RequestId(rng() % 20));  // in flight or not
+    if (rng() % 5 == 0) h.core->finish_sequence(RequestId(rng() % 20), int32_t(rng() % 3), FinishReason::stop);
+    if (plan.empty()) continue;
+    ASSERT_TRUE(h.core->apply(h.exec->run(plan)).ok());
+    ASSERT_TRUE(h.core->block_manager().check_invariants().ok());
+    h.collect();
+  }
+  EXPECT_FALSE(h.core->has_unfinished());
+  for (int r = 0; r < 20; ++r) EXPECT_EQ(h.done[RequestId(r)], 1) << r;
+  h.expect_all_blocks_back();
+}
+
+TEST(SchedulerCore, FinishRules) {
+  Harness h(64, 4, 8, 64);
+  SamplingOptions o = opts(1, 50);
+  o.ignore_eos = true;
+  o.stop_token_ids = {};
+  ASSERT_TRUE(h.core->add_group(1, {5, 6, 7}, o).ok());
+  h.run_all();
+  EXPECT_EQ(h.got(1, 0).size(), 50u);
+  EXPECT_EQ(h.fin(1, 0), FinishReason::length);
+  // A stop token id ends the sample (kept in the output), not before min_tokens.
+  const TokenId first = reference({5, 6, 7}, o, 0, 512)[2];
+  SamplingOptions s = opts(1, 50);
+  s.ignore_eos = true;
+  s.stop_token_ids = {first};
+  s.min_tokens = 3;
+  ASSERT_TRUE(h.core->add_group(2, {5, 6, 7}, s).ok());
+  h.run_all();
+  ASSERT_GE(h.got(2, 0).size(), 3u);
+  EXPECT_EQ(h.got(2, 0).back(), first);
+  EXPECT_EQ(h.fin(2, 0), FinishReason::stop);
+  for (size_t i = 2; i + 1 < h.got(2, 0).size(); ++i) EXPECT_NE(h.got(2, 0)[i], first);
+  h.expect_all_blocks_back();
+}
+
+TEST(SchedulerCore, APromptLargerThanTheCacheFailsAsError) {
+  Harness h(8, 4, 8, 64);
+  ASSERT_TRUE(h.core->add_group(1, std::vector<TokenId>(40, 3), opts(1, 4)).ok());
+  EXPECT_TRUE(h.core->schedule().empty());
+  h.collect();
+  EXPECT_EQ(h.fin(1, 0), FinishReason::error);
+  EXPECT_EQ(h.done[1], 1);
+  EXPECT_FALSE(h.core->has_unfinished());
+}
+
+TEST(SchedulerCore, RejectsBadGroups) {
+  Harness h(8, 4, 8, 64);
+  EXPECT_FALSE(h.core->add_group(1, {}, opts(1, 4)).ok());
+  SamplingOptions no_seed;
+  EXPECT_FALSE(h.core->add_group(2, {1}, no_seed).ok());
+  EXPECT_FALSE(h.core->add_group(3, std::vector<TokenId>(600, 1), opts(1, 4)).ok());
+  ASSERT_TRUE(h.core->add_group(4, {1}, opts(1, 4)).ok());
+  EXPECT_FALSE(h.core->add_group(4, {1}, opts(1, 4)).ok());
+}
+
+}  // namespace
+}  // namespace pagoda::actors
