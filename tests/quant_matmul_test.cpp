@@ -261,6 +261,30 @@ TEST(QuantMatmul, ThreadCountDoesNotChangeResults) {
   }
 }
 
+// A row's result must not depend on how many other rows share the call: the
+// engine batches requests, and greedy output must be the same alone or in a
+// batch. Compares each row of an M-row call with the same row computed alone.
+TEST(QuantMatmul, RowResultsIndependentOfBatchSizeBitwise) {
+  ThreadPool pool(2);
+  std::mt19937 rng(21);
+  for (WeightFormat f : kFormats) {
+    const TestWeight t = make_weight(f, 97, 576, rng);
+    const std::vector<float> x = make_x(9, 576, rng);
+    for (QuantIsa isa : isas()) {
+      const std::vector<float> all = run_quant(t, x, 9, isa, pool);
+      for (int64_t m = 0; m < 9; ++m) {
+        const std::vector<float> row(x.begin() + m * 576, x.begin() + (m + 1) * 576);
+        const std::vector<float> alone = run_quant(t, row, 1, isa, pool);
+        for (int64_t n = 0; n < t.n; ++n) {
+          ASSERT_EQ(alone[size_t(n)], all[size_t(m * t.n + n)])
+              << format_name(f) << (isa == QuantIsa::Avx2 ? " avx2" : " scalar") << " m=" << m
+              << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
 TEST(QuantMatmul, NonFiniteActivationsPoisonOnlyTheirRow) {
   ThreadPool pool(2);
   std::mt19937 rng(13);

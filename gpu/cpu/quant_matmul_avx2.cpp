@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "gpu/cpu/quant_matmul.hpp"
 #include "gpu/quant_format.hpp"
@@ -101,7 +102,10 @@ PAGODA_AVX2 inline void micro(const uint8_t* const* w, const ActBlock* const* a,
         const __m256i si = F == WeightFormat::Q4_1 ? s : _mm256_sign_epi8(s, wb[i].q);
         const __m256 p = _mm256_cvtepi32_ps(dot_u8_i8(u[i], si));
         acc[i][r] = _mm256_fmadd_ps(_mm256_set1_ps(wb[i].d * ab.d), p, acc[i][r]);
-        if constexpr (F == WeightFormat::Q4_1) macc[i][r] += wb[i].m * ab.s;
+        // An explicit fma: left to -ffp-contract, GCC fused this in some
+        // instantiations (MR, NR) and not in others, so a row's result
+        // depended on how many rows shared the call.
+        if constexpr (F == WeightFormat::Q4_1) macc[i][r] = std::fma(wb[i].m, ab.s, macc[i][r]);
       }
     }
   }
