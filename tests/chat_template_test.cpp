@@ -12,6 +12,7 @@
 
 #include "model/chat_template.hpp"
 #include "model/json_value.hpp"
+#include "tests/chat_golden_util.hpp"
 
 namespace pagoda::model {
 namespace {
@@ -20,27 +21,11 @@ using jinja::Value;
 
 const std::string kChatDir = std::string(PAGODA_TEST_DATA_DIR) + "/chat";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-const Value& field(const Value& obj, std::string_view key) {
-  static const Value kMissing;
-  const Value* v = obj.dict().find(key);
-  return v ? *v : kMissing;
-}
+using test::diff;
+using test::field;
+using test::read_file;
 
 std::string show(const std::string& s) { return jinja::repr(Value::string(s)); }
-
-std::string diff(const std::string& want, const std::string& got) {
-  size_t i = 0;
-  while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
-  return "\n  expected: " + show(want) + "\n  actual:   " + show(got) + "\n  first difference at byte " +
-         std::to_string(i) + ": expected " + show(want.substr(i, 30)) + ", got " + show(got.substr(i, 30));
-}
 
 std::tm fixed_now(const Value& parts) {
   std::tm tm{};

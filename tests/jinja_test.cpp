@@ -10,36 +10,16 @@
 #include "model/jinja_interpreter.hpp"
 #include "model/jinja_parser.hpp"
 #include "model/json_value.hpp"
+#include "tests/chat_golden_util.hpp"
 
 namespace pagoda::model {
 namespace {
 
 using jinja::Value;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-const Value& field(const Value& obj, std::string_view key) {
-  static const Value kMissing;
-  const Value* v = obj.dict().find(key);
-  return v ? *v : kMissing;
-}
-
-// A readable account of where two strings first differ.
-std::string diff(const std::string& want, const std::string& got) {
-  size_t i = 0;
-  while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
-  std::ostringstream os;
-  os << "\n  expected: " << jinja::repr(Value::string(want)) << "\n  actual:   "
-     << jinja::repr(Value::string(got)) << "\n  first difference at byte " << i << ": expected "
-     << jinja::repr(Value::string(want.substr(i, 20))) << ", got "
-     << jinja::repr(Value::string(got.substr(i, 20)));
-  return os.str();
-}
+using test::diff;
+using test::field;
+using test::read_file;
 
 struct Snippets {
   Value root;
