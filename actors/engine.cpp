@@ -15,6 +15,14 @@
 
 namespace pagoda::actors {
 
+void LatencyHistogram::observe(double seconds) {
+  size_t i = 0;
+  while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+  ++counts[i];
+  ++count;
+  sum += seconds;
+}
+
 struct Engine::Impl {
   EngineOptions options;
   caf::actor_system_config config;            // must outlive the system
@@ -58,6 +66,8 @@ Result<std::shared_ptr<SchedulerCore>> make_core(const EngineOptions& o, const E
   bc.num_blocks = ex.num_blocks();
   bc.block_size = ex.block_size();
   bc.enable_prefix_caching = o.enable_prefix_caching;
+  bc.layout = o.kv_layout;
+  bc.max_model_len = ex.max_model_len();  // contiguous: the per-sequence reservation
   auto blocks = BlockManager::create(bc);
   if (!blocks) return blocks.error();
   SchedulerConfig sc;

@@ -19,11 +19,13 @@
 // an actor thread, one at a time per request.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "actors/block_manager.hpp"
 #include "actors/sampling_options.hpp"
 #include "actors/sequence.hpp"
 #include "gpu/backend.hpp"
@@ -43,6 +45,11 @@ struct EngineOptions {
   int32_t max_num_batched_tokens = 512;
   int32_t max_model_len = 0;  // 0: the model's context length
   bool enable_prefix_caching = true;
+  // paged (default) or contiguous: the baseline where every admitted sequence
+  // reserves ceil(max_model_len / block_size) blocks up front (no sharing, no
+  // prefix caching). Set max_model_len to what a contiguous server would
+  // reserve per sequence.
+  KvLayout kv_layout = KvLayout::paged;
   size_t cpu_threads = 0;     // CPU backend threads (0: the shared pool)
   size_t actor_threads = 2;   // CAF cooperative workers
 };
@@ -87,11 +94,37 @@ class RequestSink {
   virtual void on_error(const std::string& message) = 0;
 };
 
+// A latency histogram with fixed Prometheus-style bounds (seconds).
+// counts[i] holds the observations in (kBounds[i-1], kBounds[i]] (NOT
+// cumulative); counts[kBounds.size()] is the +Inf bucket.
+struct LatencyHistogram {
+  static constexpr std::array<double, 16> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                     0.5,   1.0,    2.5,   5.0,  10.0,  20.0, 30.0, 60.0};
+  uint64_t count = 0;
+  double sum = 0.0;  // seconds
+  std::array<uint64_t, kBounds.size() + 1> counts{};
+  void observe(double seconds);
+};
+
+// Where the latencies are measured: in the scheduler actor. TTFT = from the
+// scheduler receiving the request (Engine::submit sends it at once) to the
+// step that produced the request's first token (any sample); ITL = between
+// consecutive tokens of one sample (n samples: n streams). Measured when the
+// step's result is applied, before the request actor detokenizes.
 struct EngineStats {
   int32_t running = 0, waiting = 0;  // groups
+  int32_t running_seqs = 0, peak_running_seqs = 0;  // sequences; peak over all steps
+  int32_t peak_kv_blocks_used = 0;                   // over all steps
   uint64_t preemptions = 0, tokens_generated = 0, steps = 0;
   int32_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
   uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
+  uint64_t prompt_tokens = 0;      // prompt lengths of groups accepted (once per group)
+  uint64_t generation_tokens = 0;  // tokens sampled, all samples (= tokens_generated)
+  LatencyHistogram ttft, itl;
+  // KV utilisation = tokens stored / (blocks held x block_size), sampled after
+  // each step that holds blocks: the last sample and the mean of all samples.
+  double kv_utilisation = 0.0, kv_utilisation_mean = 0.0;
+  uint64_t kv_utilisation_samples = 0;
 };
 
 // A submitted request. cancel() is idempotent and safe after the end.

@@ -1,5 +1,8 @@
 #include "actors/scheduler_actor.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <chrono>
 #include <map>
 #include <unordered_map>
 
@@ -8,6 +11,19 @@
 namespace pagoda::actors {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// What the scheduler actor measures itself (see EngineStats).
+struct Metrics {
+  std::unordered_map<RequestId, Clock::time_point> awaiting_first;  // submitted, no token yet
+  std::map<std::pair<RequestId, int32_t>, Clock::time_point> last_token;  // per sample
+  uint64_t prompt_tokens = 0;
+  LatencyHistogram ttft, itl;
+  double util_last = 0.0, util_sum = 0.0;
+  uint64_t util_samples = 0;
+  int32_t peak_seqs = 0, peak_used = 0;
+};
+
 struct SchedulerState {
   std::shared_ptr<SchedulerCore> core;
   caf::actor executor;
@@ -15,16 +31,22 @@ struct SchedulerState {
   std::map<caf::actor_addr, RequestId> by_addr;
   std::shared_ptr<StatsBox> stats;
   std::shared_ptr<const RequestContext> context;
+  Metrics metrics;
   bool stopping = false;
   std::vector<caf::response_promise> stop_waiters;  // answered when idle
 };
 
 using Self = caf::stateful_actor<SchedulerState>*;
 
-EngineStats engine_stats(const SchedulerStats& s) {
+EngineStats engine_stats(const SchedulerStats& s, Metrics& m) {
+  m.peak_seqs = std::max(m.peak_seqs, s.running_seqs);
+  m.peak_used = std::max(m.peak_used, s.used_blocks);
   EngineStats e;
   e.running = s.running_groups;
   e.waiting = s.waiting_groups;
+  e.running_seqs = s.running_seqs;
+  e.peak_running_seqs = m.peak_seqs;
+  e.peak_kv_blocks_used = m.peak_used;
   e.preemptions = s.preemptions;
   e.tokens_generated = s.tokens_generated;
   e.steps = s.steps;
@@ -34,16 +56,56 @@ EngineStats engine_stats(const SchedulerStats& s) {
   e.kv_blocks_cached = s.cached_blocks;
   e.prefix_queried_tokens = s.prefix.queried_tokens;
   e.prefix_hit_tokens = s.prefix.hit_tokens;
+  e.prompt_tokens = m.prompt_tokens;
+  e.generation_tokens = s.tokens_generated;
+  e.ttft = m.ttft;
+  e.itl = m.itl;
+  e.kv_utilisation = m.util_last;
+  e.kv_utilisation_mean = m.util_samples ? m.util_sum / double(m.util_samples) : 0.0;
+  e.kv_utilisation_samples = m.util_samples;
   return e;
+}
+
+// TTFT / ITL from one event, observed now.
+void measure(Metrics& m, const SeqEvent& e, Clock::time_point now) {
+  if (e.has_token) {
+    if (auto it = m.awaiting_first.find(e.request); it != m.awaiting_first.end()) {
+      m.ttft.observe(std::chrono::duration<double>(now - it->second).count());
+      m.awaiting_first.erase(it);
+    }
+    auto [it, fresh] = m.last_token.try_emplace({e.request, e.index}, now);
+    if (!fresh) {
+      m.itl.observe(std::chrono::duration<double>(now - it->second).count());
+      it->second = now;
+    }
+  }
+  if (e.group_done) {
+    m.awaiting_first.erase(e.request);
+    auto lo = m.last_token.lower_bound({e.request, INT32_MIN});
+    auto hi = m.last_token.upper_bound({e.request, INT32_MAX});
+    m.last_token.erase(lo, hi);
+  }
+}
+
+// After a step: one KV-utilisation sample when blocks are held.
+void sample_utilisation(Metrics& m, const SchedulerCore& core) {
+  if (core.block_manager().num_used_blocks() == 0) return;
+  m.util_last = core.kv_utilisation();
+  m.util_sum += m.util_last;
+  ++m.util_samples;
 }
 
 // Sends the core's events, one batch per request; forgets finished requests;
 // publishes the statistics.
 void dispatch(Self self) {
   auto& st = self->state;
-  st.stats->set(engine_stats(st.core->stats()));
   std::unordered_map<RequestId, EventBatch> batches;
-  for (SeqEvent& e : st.core->take_events()) batches[e.request].events.push_back(std::move(e));
+  const Clock::time_point now = Clock::now();
+  for (SeqEvent& e : st.core->take_events()) {
+    measure(st.metrics, e, now);
+    batches[e.request].events.push_back(std::move(e));
+  }
+  st.stats->set(engine_stats(st.core->stats(), st.metrics));
   for (auto& [id, batch] : batches) {
     auto it = st.requests.find(id);
     if (it == st.requests.end()) continue;
@@ -76,6 +138,8 @@ void maybe_step(Self self) {
               core.fail_step(reply.error);
             } else if (auto ok = core.apply(reply.result); !ok) {
               core.fail_step(ok.error().message);
+            } else {
+              sample_utilisation(self->state.metrics, core);
             }
             dispatch(self);
             maybe_step(self);
@@ -95,6 +159,7 @@ void spawn_request(Self self, const SpawnRequest& r) {
   self->monitor(a);
   st.by_addr[a.address()] = r.id;
   st.requests[r.id] = std::move(a);
+  st.metrics.awaiting_first[r.id] = Clock::now();
 }
 
 caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::actor executor,
@@ -103,7 +168,7 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
   self->state.context = std::move(context);
   self->state.core = std::move(core);
   self->state.stats = std::move(stats);
-  self->state.stats->set(engine_stats(self->state.core->stats()));
+  self->state.stats->set(engine_stats(self->state.core->stats(), self->state.metrics));
   self->state.executor = std::move(executor);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
@@ -112,6 +177,7 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
     const RequestId id = it->second;
     st.by_addr.erase(it);
     st.requests.erase(id);
+    st.metrics.awaiting_first.erase(id);
     st.core->cancel_group(id);
     dispatch(self);
     maybe_step(self);
@@ -136,8 +202,10 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
           done.group_done = true;
           b.events.push_back(std::move(done));
           self->send(sender, events_atom::value, std::move(b));
+          st.metrics.awaiting_first.erase(g.id);
           return;
         }
+        st.metrics.prompt_tokens += g.prompt.size();
         maybe_step(self);
       },
       [self](spawn_atom, const SpawnRequest& r) { spawn_request(self, r); },

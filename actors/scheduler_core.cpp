@@ -417,4 +417,22 @@ SchedulerStats SchedulerCore::stats() const {
   return st;
 }
 
+double SchedulerCore::kv_utilisation() const {
+  const int32_t used = blocks_.num_used_blocks();
+  if (used == 0) return 0.0;
+  const int32_t bs = blocks_.block_size();
+  std::vector<int32_t> fill(size_t(blocks_.total_blocks()), 0);  // [total_blocks]
+  for (const auto& [seq, where] : seq_index_) {
+    const int32_t tokens = blocks_.num_tokens(seq);
+    std::span<const BlockId> table = blocks_.block_table(seq);
+    for (size_t i = 0; i < table.size(); ++i) {
+      const int32_t f = std::clamp(tokens - int32_t(i) * bs, 0, bs);
+      fill[size_t(table[i])] = std::max(fill[size_t(table[i])], f);
+    }
+  }
+  int64_t stored = 0;
+  for (int32_t f : fill) stored += f;
+  return double(stored) / (double(used) * double(bs));
+}
+
 }  // namespace pagoda::actors

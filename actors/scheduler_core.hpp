@@ -97,6 +97,10 @@ class SchedulerCore {
   std::vector<SeqEvent> take_events();
 
   SchedulerStats stats() const;
+  // KV utilisation now: distinct tokens stored in blocks held by sequences /
+  // (used blocks x block_size); a block shared by forks counts once. 0 when
+  // no block is held. O(total blocks + tokens / block_size).
+  double kv_utilisation() const;
   const BlockManager& block_manager() const { return blocks_; }
   const SchedulerConfig& config() const { return config_; }
 

@@ -8,6 +8,9 @@
 //    requests are preempted and recomputed, and on prefix-cache hits;
 //  - parallel sampling: sample i of an n = 3 group equals a lone request
 //    seeded with seed_for(i) (fork + copy-on-write on the real cache);
+//  - the contiguous KV layout (baseline) gives the same greedy ids and runs
+//    at most total_blocks / blocks_per_seq sequences at once;
+//  - statistics: TTFT / ITL histogram counts and token totals;
 //  - stop strings, cancel under load (every block returns), and shutdown
 //    with requests in flight finishing within a timeout.
 #include <gtest/gtest.h>
@@ -111,6 +114,20 @@ TEST(ReleaseText, HoldsBackPossibleStopPrefixesAndCutsAtTheEarliestMatch) {
   held = "no stop here";
   EXPECT_EQ(release_text(held, {}, &matched), "no stop here");
   EXPECT_FALSE(matched);
+}
+
+// Bucket i holds (bounds[i-1], bounds[i]]; the last one is +Inf.
+TEST(LatencyHistogram, PutsObservationsInTheirBucket) {
+  LatencyHistogram h;
+  for (double v : {0.0005, 0.001, 0.003, 0.75, 61.0}) h.observe(v);
+  EXPECT_EQ(h.count, 5u);
+  EXPECT_DOUBLE_EQ(h.sum, 0.0005 + 0.001 + 0.003 + 0.75 + 61.0);
+  std::array<uint64_t, 17> want{};
+  want[0] = 2;   // <= 0.001
+  want[2] = 1;   // (0.0025, 0.005]
+  want[9] = 1;   // (0.5, 1]
+  want[16] = 1;  // +Inf
+  EXPECT_EQ(h.counts, want);
 }
 
 TEST(Engine, ReproducesTransformersGreedyGoldens) {
@@ -348,6 +365,56 @@ TEST(Engine, ReportsBadRequestsThroughTheSink) {
   big.sampling = greedy(4);
   EXPECT_FALSE((*e)->generate({big})[0].error.empty());
   expect_blocks_back(**e);
+}
+
+TEST(Engine, ContiguousLayoutMatchesPagedAndBoundsConcurrency) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  const Golden g = load_golden();  // 8 prompts of 5..17 tokens
+  EngineOptions o = base_options(path, model::WeightPrecision::kQuantized);
+  o.num_kv_blocks = 40;   // watermark floor(0.4) = 0 blocks
+  o.max_model_len = 128;  // contiguous: 128 / 16 = 8 blocks per sequence -> 5 at once
+  std::vector<std::vector<int32_t>> paged_ids;
+  {
+    auto e = Engine::start(o);
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    paged_ids = tokens_of((*e)->generate(id_requests(g.ids, greedy(20))));
+    EXPECT_EQ((*e)->stats().peak_running_seqs, 8) << "paged: all 8 fit at once";
+  }
+  o.kv_layout = KvLayout::contiguous;
+  auto e = Engine::start(o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_EQ(tokens_of((*e)->generate(id_requests(g.ids, greedy(20)))), paged_ids);
+  const EngineStats s = (*e)->stats();
+  EXPECT_LE(s.peak_running_seqs, 40 / 8);
+  EXPECT_GE(s.peak_running_seqs, 2);
+  EXPECT_EQ(s.peak_kv_blocks_used % 8, 0) << "whole reservations only";
+  EXPECT_LE(s.peak_kv_blocks_used, 40);
+  expect_blocks_back(**e);
+}
+
+TEST(Engine, StatsCountLatenciesAndTokens) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  const Golden g = load_golden();
+  auto e = Engine::start(base_options(path, model::WeightPrecision::kQuantized));
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const uint64_t n = g.ids.size(), max_tokens = 7;
+  (void)tokens_of((*e)->generate(id_requests(g.ids, greedy(int32_t(max_tokens)))));
+  const EngineStats s = (*e)->stats();
+  uint64_t prompt_tokens = 0;
+  for (const auto& p : g.ids) prompt_tokens += p.size();
+  EXPECT_EQ(s.prompt_tokens, prompt_tokens);
+  EXPECT_EQ(s.generation_tokens, n * max_tokens);
+  EXPECT_EQ(s.ttft.count, n);
+  EXPECT_EQ(s.itl.count, n * max_tokens - n);
+  for (const LatencyHistogram* h : {&s.ttft, &s.itl}) {
+    uint64_t in_buckets = 0;
+    for (uint64_t c : h->counts) in_buckets += c;
+    EXPECT_EQ(in_buckets, h->count);
+    EXPECT_GT(h->sum, 0.0);
+  }
+  EXPECT_GT(s.kv_utilisation_samples, 0u);
+  EXPECT_GT(s.kv_utilisation_mean, 0.0);
+  EXPECT_LE(s.kv_utilisation_mean, 1.0);
 }
 
 }  // namespace

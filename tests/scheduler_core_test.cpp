@@ -326,5 +326,37 @@ TEST(SchedulerCore, RejectsBadGroups) {
   EXPECT_FALSE(h.core->add_group(4, {1}, opts(1, 4)).ok());
 }
 
+// KV utilisation against hand-computed fills (block_size 16, a 20-token
+// prompt): paged n = 2 shares the prompt blocks (counted once), then the first
+// decode copies the shared partial block; contiguous reserves 64 / 16 blocks.
+TEST(SchedulerCore, KvUtilisationCountsDistinctStoredTokens) {
+  std::mt19937 rng(3);
+  const std::vector<TokenId> prompt = make_prompt(rng, 20);
+  for (KvLayout layout : {KvLayout::paged, KvLayout::contiguous}) {
+    SchedulerConfig cfg;
+    cfg.max_model_len = 64;
+    BlockManagerConfig bc;
+    bc.num_blocks = 32;
+    bc.block_size = 16;
+    bc.layout = layout;
+    bc.max_model_len = 64;
+    SchedulerCore core(cfg, BlockManager::create(bc).value());
+    FakeExecutor exec(32, 16);
+    EXPECT_EQ(core.kv_utilisation(), 0.0);
+    ASSERT_TRUE(core.add_group(1, prompt, opts(7, 8, 2)).ok());
+    StepPlan plan = core.schedule();
+    ASSERT_EQ(plan.num_tokens(), 20);
+    const bool paged = layout == KvLayout::paged;
+    // paged: 20 tokens in 2 shared blocks; contiguous: 2 x 20 tokens in 2 x 4 blocks.
+    EXPECT_DOUBLE_EQ(core.kv_utilisation(), paged ? 20.0 / 32.0 : 40.0 / 128.0);
+    ASSERT_TRUE(core.apply(exec.run(plan)).ok());
+    plan = core.schedule();
+    ASSERT_EQ(plan.num_tokens(), 2);
+    // paged: 16 shared + 5 + 5 (the copied partial block) in 3 blocks.
+    EXPECT_DOUBLE_EQ(core.kv_utilisation(), paged ? 26.0 / 48.0 : 42.0 / 128.0);
+    ASSERT_TRUE(core.apply(exec.run(plan)).ok());
+  }
+}
+
 }  // namespace
 }  // namespace pagoda::actors
