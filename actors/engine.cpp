@@ -112,18 +112,7 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options) {
   if (options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
     return make_error("engine: max_num_seqs and max_num_batched_tokens must be >= 1");
   }
-  ExecutorOptions eo;
-  eo.model_path = options.model_path;
-  eo.backend = options.backend;
-  eo.precision = options.precision;
-  eo.kv_cache_bytes = options.kv_cache_bytes;
-  eo.num_blocks = options.num_kv_blocks;
-  eo.block_size = options.block_size;
-  eo.max_num_seqs = options.max_num_seqs;
-  eo.max_num_batched_tokens = options.max_num_batched_tokens;
-  eo.max_model_len = options.max_model_len;
-  eo.cpu_threads = options.cpu_threads;
-  auto ex = Executor::create(eo);
+  auto ex = Executor::create(options);  // the ExecutorOptions part
   if (!ex) return ex.error();
   auto ctx = make_context(options.model_path, (*ex)->config().vocab_size);
   if (!ctx) return ctx.error();

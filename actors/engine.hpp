@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "actors/block_manager.hpp"
+#include "actors/executor.hpp"
 #include "actors/sampling_options.hpp"
 #include "actors/sequence.hpp"
 #include "gpu/backend.hpp"
@@ -34,23 +35,15 @@
 
 namespace pagoda::actors {
 
-struct EngineOptions {
-  std::string model_path;
-  gpu::BackendKind backend = gpu::BackendKind::kAuto;
-  model::WeightPrecision precision = model::WeightPrecision::kQuantized;
-  uint64_t kv_cache_bytes = uint64_t(256) << 20;
-  int32_t num_kv_blocks = 0;  // > 0: exactly this many blocks (overrides kv_cache_bytes)
-  int32_t block_size = 16;
-  int32_t max_num_seqs = 64;
-  int32_t max_num_batched_tokens = 512;
-  int32_t max_model_len = 0;  // 0: the model's context length
+// The executor's options (model, backend, precision, KV budget, step limits,
+// CPU threads) plus the scheduler's and the actor system's.
+struct EngineOptions : ExecutorOptions {
   bool enable_prefix_caching = true;
   // paged (default) or contiguous: the baseline where every admitted sequence
   // reserves ceil(max_model_len / block_size) blocks up front (no sharing, no
   // prefix caching). Set max_model_len to what a contiguous server would
   // reserve per sequence.
   KvLayout kv_layout = KvLayout::paged;
-  size_t cpu_threads = 0;     // CPU backend threads (0: the shared pool)
   size_t actor_threads = 2;   // CAF cooperative workers
 };
 

@@ -51,7 +51,7 @@ EngineOptions base_options(const std::string& path, model::WeightPrecision p) {
   o.model_path = path;
   o.backend = gpu::BackendKind::kCpu;
   o.precision = p;
-  o.num_kv_blocks = 256;
+  o.num_blocks = 256;
   o.block_size = 16;
   o.max_num_seqs = 16;
   o.max_num_batched_tokens = 128;
@@ -183,7 +183,7 @@ void expect_batch_independent(const std::string& path, model::WeightPrecision pr
     expect_blocks_back(**e);
   }
   EngineOptions tiny = base_options(path, precision);
-  tiny.num_kv_blocks = 20;  // 320 slots for 12 requests of up to 195 + 20 tokens
+  tiny.num_blocks = 20;  // 320 slots for 12 requests of up to 195 + 20 tokens
   tiny.enable_prefix_caching = false;
   auto e = Engine::start(tiny);
   ASSERT_TRUE(e.ok()) << e.error().message;
@@ -306,7 +306,7 @@ class CountingSink : public RequestSink {
 TEST(Engine, CancelAtRandomPointsUnderLoadReturnsEveryBlock) {
   PAGODA_REQUIRE_REAL_MODEL(path);
   EngineOptions o = base_options(path, model::WeightPrecision::kQuantized);
-  o.num_kv_blocks = 40;
+  o.num_blocks = 40;
   auto e = Engine::start(o);
   ASSERT_TRUE(e.ok()) << e.error().message;
   const auto prompts = mixed_prompts(load_golden());
@@ -371,7 +371,7 @@ TEST(Engine, ContiguousLayoutMatchesPagedAndBoundsConcurrency) {
   PAGODA_REQUIRE_REAL_MODEL(path);
   const Golden g = load_golden();  // 8 prompts of 5..17 tokens
   EngineOptions o = base_options(path, model::WeightPrecision::kQuantized);
-  o.num_kv_blocks = 40;   // watermark floor(0.4) = 0 blocks
+  o.num_blocks = 40;   // watermark floor(0.4) = 0 blocks
   o.max_model_len = 128;  // contiguous: 128 / 16 = 8 blocks per sequence -> 5 at once
   std::vector<std::vector<int32_t>> paged_ids;
   {

@@ -94,7 +94,7 @@ EngineOptions base(const Args& a) {
   o.model_path = a.model;
   o.backend = pagoda::gpu::BackendKind::kCpu;
   o.precision = pagoda::model::WeightPrecision::kQuantized;
-  o.num_kv_blocks = a.kv_blocks;
+  o.num_blocks = a.kv_blocks;
   o.block_size = a.block_size;
   o.max_num_seqs = 64;
   o.max_num_batched_tokens = 512;
