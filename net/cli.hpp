@@ -6,7 +6,21 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sstream>
+#include <string>
+#include <vector>
+
 namespace pagoda::net {
+
+// A JSON array of numbers, e.g. token ids or logprobs: "[1,2,3]".
+template <class T>
+std::string json_list(const std::vector<T>& values) {
+  std::ostringstream out;
+  out << '[';
+  for (size_t i = 0; i < values.size(); ++i) out << (i ? "," : "") << values[i];
+  out << ']';
+  return out.str();
+}
 
 void add_inspect_command(CLI::App& app, int& exit_code);
 void add_tokenize_command(CLI::App& app, int& exit_code);

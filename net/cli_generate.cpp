@@ -30,15 +30,6 @@ struct GenerateArgs {
   bool chat = false, json = false;
 };
 
-template <class T>
-std::string json_list(const std::vector<T>& v) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < v.size(); ++i) out << (i ? "," : "") << v[i];
-  out << ']';
-  return out.str();
-}
-
 // The prompt's ids: raw text with the model's BOS rule, or (--chat) one user
 // message rendered with the model's chat template (which adds its own tokens).
 Result<std::vector<int32_t>> prompt_ids(const std::string& prompt, bool chat,

@@ -12,14 +12,6 @@
 namespace pagoda::net {
 namespace {
 
-std::string ids_json(const std::vector<int32_t>& ids) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < ids.size(); ++i) out << (i ? "," : "") << ids[i];
-  out << ']';
-  return out.str();
-}
-
 // One JSON string per line; returns false (after printing why) on bad input.
 bool tokenize_jsonl(const model::Tokenizer& tok, bool add_special) {
   std::string line;
@@ -31,7 +23,7 @@ bool tokenize_jsonl(const model::Tokenizer& tok, bool add_special) {
                 << (v ? std::string("not a JSON string") : v.error().message) << "\n";
       return false;
     }
-    std::cout << ids_json(tok.encode(v->str(), add_special)) << "\n";
+    std::cout << json_list(tok.encode(v->str(), add_special)) << "\n";
   }
   return true;
 }
@@ -59,7 +51,7 @@ void add_tokenize_command(CLI::App& app, int& exit_code) {
       return;
     }
     std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    std::cout << ids_json(tok.encode(input, !*no_special)) << "\n";
+    std::cout << json_list(tok.encode(input, !*no_special)) << "\n";
   });
 }
 
