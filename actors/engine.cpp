@@ -41,6 +41,9 @@ struct Engine::Impl {
   // spawn (callers' threads just anon_send, which pins nothing).
   std::thread owner;
   std::promise<void> stop;
+  std::atomic<bool> stopped{false};  // shutdown() began: submit refuses
+  std::mutex actors_mutex;           // guards `scheduler` for foreign threads' sends
+  std::mutex shutdown_mutex;
 };
 
 namespace {
@@ -98,8 +101,11 @@ void run_system(Engine::Impl* impl, std::shared_ptr<Executor> ex,
   }
   caf::anon_send_exit(impl->scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl->executor, caf::exit_reason::user_shutdown);
-  impl->scheduler = nullptr;
-  impl->executor = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(impl->actors_mutex);
+    impl->scheduler = nullptr;
+    impl->executor = nullptr;
+  }
   impl->system->await_all_actors_done();
   impl->system.reset();
 }
@@ -133,8 +139,13 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options) {
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-Engine::~Engine() {
-  if (!impl_ || !impl_->owner.joinable()) return;
+Engine::~Engine() { shutdown(); }
+
+void Engine::shutdown() {
+  if (!impl_) return;
+  std::lock_guard<std::mutex> lock(impl_->shutdown_mutex);
+  if (!impl_->owner.joinable()) return;
+  impl_->stopped.store(true);
   impl_->stop.set_value();
   impl_->owner.join();
 }
@@ -150,19 +161,62 @@ void RequestHandle::cancel() {
 }
 
 RequestHandle Engine::submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) {
+  if (impl_->stopped.load()) {
+    sink->on_error("the engine is shut down");
+    return {};
+  }
   if (!request.sampling.seed) {
     std::lock_guard<std::mutex> lock(impl_->seeds_mutex);
     request.sampling.seed = impl_->seeds();
   }
   RequestHandle h;
   h.id_ = impl_->next_id.fetch_add(1);
-  h.scheduler_ = std::make_shared<caf::actor_addr>(impl_->scheduler.address());
-  caf::anon_send(impl_->scheduler, spawn_atom::value,
-                 SpawnRequest{h.id_, std::move(request), std::move(sink)});
+  {
+    std::lock_guard<std::mutex> lock(impl_->actors_mutex);
+    if (impl_->scheduler) {
+      h.scheduler_ = std::make_shared<caf::actor_addr>(impl_->scheduler.address());
+      caf::anon_send(impl_->scheduler, spawn_atom::value,
+                     SpawnRequest{h.id_, std::move(request), sink});
+      return h;
+    }
+  }
+  sink->on_error("the engine is shut down");
   return h;
 }
 
 EngineStats Engine::stats() { return impl_->stats->get(); }
+
+KvSnapshot Engine::kv_snapshot() {
+  KvSnapshot snap = impl_->stats->read_snapshot();
+  // An idle scheduler runs no steps, so ask it to publish (a no-op when the
+  // last snapshot is recent); the next call sees the fresh one.
+  std::lock_guard<std::mutex> lock(impl_->actors_mutex);
+  if (impl_->scheduler) caf::anon_send(impl_->scheduler, snapshot_atom::value);
+  return snap;
+}
+
+Result<std::vector<int32_t>> Engine::tokenize(const GenerateRequest& request) const {
+  return request_prompt_ids(*impl_->context, request);
+}
+
+Result<std::string> Engine::detokenize(const std::vector<int32_t>& ids) const {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= impl_->context->vocab_size) {
+      return make_error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                        std::to_string(impl_->context->vocab_size) + ")");
+    }
+  }
+  return impl_->context->tokenizer->decode(ids, false);
+}
+
+std::string Engine::model_name() const {
+  std::string path = impl_->options.model_path;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+int32_t Engine::vocab_size() const { return impl_->context->vocab_size; }
 
 namespace {
 

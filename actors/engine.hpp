@@ -69,8 +69,27 @@ struct TokenDelta {
   std::vector<float> top_logprobs;
 };
 
+// One beam-search hypothesis: its generated tokens (prompt excluded), their
+// text, sum of token logprobs, and the ranking score
+// (cumulative_logprob / num_tokens^length_penalty).
+struct BeamHypothesis {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  double cumulative_logprob = 0.0;
+  double score = 0.0;
+  FinishReason finish = FinishReason::none;  // none while the beam is live
+};
+
+// Beam search progress: the current beams, best first (live and finished).
+struct BeamsUpdate {
+  std::vector<BeamHypothesis> beams;
+};
+
 struct RequestDone {
-  std::vector<FinishReason> finish;  // per sample
+  // Per sample; for beam search per returned beam (beams.size() entries).
+  std::vector<FinishReason> finish;
+  // Beam search only: the n best hypotheses, best first; empty otherwise.
+  std::vector<BeamHypothesis> beams;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;     // over all samples
 };
@@ -85,6 +104,9 @@ class RequestSink {
   virtual bool on_token(const TokenDelta& delta) = 0;
   virtual void on_done(const RequestDone& done) = 0;
   virtual void on_error(const std::string& message) = 0;
+  // Beam search only, after each step: the ranked beams so far. Beam search
+  // streams no on_token calls; its result comes in RequestDone::beams.
+  virtual void on_beams(const BeamsUpdate& /*update*/) {}
 };
 
 // A latency histogram with fixed Prometheus-style bounds (seconds).
@@ -150,9 +172,15 @@ class Engine {
  public:
   // Loads the model and starts the actors. Errors: a bad model or option.
   static Result<std::unique_ptr<Engine>> start(const EngineOptions& options);
-  ~Engine();
+  ~Engine();  // = shutdown()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
+
+  // Cancels every request (each sink gets on_done with FinishReason::abort,
+  // from an actor thread, before this returns), stops the actors and waits
+  // for them. Idempotent; later submit() calls fail with on_error. Call it
+  // from any thread but never from a RequestSink callback.
+  void shutdown();
 
   // Starts one request; the sink receives its stream. Invalid sampling
   // options are reported through sink->on_error.
@@ -162,6 +190,22 @@ class Engine {
                                        const SamplingOptions& sampling);
   std::vector<GenerateResult> generate(std::vector<GenerateRequest> requests);
   EngineStats stats();
+  // The latest block-pool snapshot the scheduler published (it publishes at
+  // most every snapshot_interval while someone has asked within the last few
+  // seconds; the first call may return an empty snapshot with total_blocks 0
+  // only before the scheduler has run). Never blocks on actors.
+  KvSnapshot kv_snapshot();
+
+  // The prompt ids a request would run with (the request actor's rules:
+  // prompt_ids, else chat messages through the chat template, else prompt
+  // text with the tokenizer's BOS rule). Thread-safe, no actors involved.
+  Result<std::vector<int32_t>> tokenize(const GenerateRequest& request) const;
+  // Plain text of ids (special tokens included). Errors: an id outside the
+  // vocabulary.
+  Result<std::string> detokenize(const std::vector<int32_t>& ids) const;
+  // The model's name as the API reports it (the file or directory name).
+  std::string model_name() const;
+  int32_t vocab_size() const;
 
   const EngineOptions& options() const;
   int32_t num_kv_blocks() const;

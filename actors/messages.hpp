@@ -12,6 +12,7 @@
 //   engine -> scheduler   (spawn_atom, SpawnRequest)    the scheduler spawns the
 //                         request actor (so no foreign thread ever spawns: a
 //                         spawning thread pins CAF 0.17's logger, see engine.cpp)
+//   engine -> scheduler   (snapshot_atom)               publish a KV snapshot if due
 //   handle -> scheduler   (abort_atom, RequestId)       user cancel, forwarded as
 //   scheduler -> request  (cancel_atom)                 (the sink gets abort)
 #pragma once
@@ -35,6 +36,7 @@ using step_atom = caf::atom_constant<caf::atom("step")>;
 using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using spawn_atom = caf::atom_constant<caf::atom("spawn")>;
 using abort_atom = caf::atom_constant<caf::atom("abort")>;
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 
 struct AddGroup {
   RequestId id = 0;

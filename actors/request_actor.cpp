@@ -30,29 +30,7 @@ std::string release_text(std::string& held, const std::vector<std::string>& stop
   return out;
 }
 
-namespace {
-
-struct SampleStream {
-  std::unique_ptr<model::IncrementalDecoder> decoder;
-  std::string held;
-  bool done = false;
-};
-
-struct RequestState {
-  caf::actor scheduler;
-  std::shared_ptr<const RequestContext> ctx;
-  std::shared_ptr<RequestSink> sink;
-  RequestId id = 0;
-  SamplingOptions options;
-  std::vector<SampleStream> samples;
-  RequestDone done;
-  std::string error;
-  bool ended = false;  // the sink got its last call
-};
-
-using Self = caf::stateful_actor<RequestState>*;
-
-Result<std::vector<int32_t>> prompt_ids(const RequestContext& ctx, const GenerateRequest& r) {
+Result<std::vector<int32_t>> request_prompt_ids(const RequestContext& ctx, const GenerateRequest& r) {
   if (!r.prompt_ids.empty()) {
     for (int32_t id : r.prompt_ids) {
       if (id < 0 || id >= ctx.vocab_size) return make_error("prompt id out of the vocabulary");
@@ -76,6 +54,28 @@ Result<std::vector<int32_t>> prompt_ids(const RequestContext& ctx, const Generat
   if (!text) return text.error();
   return ctx.tokenizer->encode(*text, false);
 }
+
+namespace {
+
+struct SampleStream {
+  std::unique_ptr<model::IncrementalDecoder> decoder;
+  std::string held;
+  bool done = false;
+};
+
+struct RequestState {
+  caf::actor scheduler;
+  std::shared_ptr<const RequestContext> ctx;
+  std::shared_ptr<RequestSink> sink;
+  RequestId id = 0;
+  SamplingOptions options;
+  std::vector<SampleStream> samples;
+  RequestDone done;
+  std::string error;
+  bool ended = false;  // the sink got its last call
+};
+
+using Self = caf::stateful_actor<RequestState>*;
 
 void end_with_error(Self self, const std::string& message) {
   if (!self->state.ended) self->state.sink->on_error(message);
@@ -175,7 +175,7 @@ caf::behavior request_fn(Self self, caf::actor scheduler, std::shared_ptr<const 
   st.sink = std::move(sink);
   st.id = id;
   st.options = req.sampling;
-  Result<std::vector<int32_t>> ids = prompt_ids(*st.ctx, req);
+  Result<std::vector<int32_t>> ids = request_prompt_ids(*st.ctx, req);
   if (!ids) {
     end_with_error(self, ids.error().message);
     return {};

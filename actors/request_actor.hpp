@@ -31,6 +31,11 @@ struct RequestContext {
   int32_t vocab_size = 0;
 };
 
+// The prompt ids of a request: prompt_ids (checked against the vocabulary),
+// else messages through the chat template (no second BOS), else prompt text
+// with the tokenizer's BOS rule. Thread-safe (ctx is immutable).
+Result<std::vector<int32_t>> request_prompt_ids(const RequestContext& ctx, const GenerateRequest& r);
+
 caf::actor spawn_request_actor(caf::actor_system& sys, caf::actor scheduler,
                                std::shared_ptr<const RequestContext> context, RequestId id,
                                GenerateRequest request, std::shared_ptr<RequestSink> sink);

@@ -15,6 +15,12 @@
 //  - logprobs: 0 = the sampled token's logprob only; 1..kMaxTopLogprobs = also
 //    that many top candidates per token.
 //  - n: parallel samples sharing the prompt's KV blocks (forked after prefill).
+//  - beam_width > 0: beam search with that many beams (deterministic; the
+//    sampling knobs temperature/top_k/top_p/min_p/seed are ignored). The
+//    request returns the n best finished beams (n <= beam_width), ranked by
+//    cumulative logprob / length^length_penalty, as transformers does.
+//    early_stopping: stop once beam_width hypotheses are finished (true), or
+//    keep going while a live beam could still beat the worst kept one (false).
 // A plain value; thread-safe to copy.
 #pragma once
 
@@ -44,6 +50,9 @@ struct SamplingOptions {
   bool ignore_eos = false;
   int32_t logprobs = 0;
   int32_t n = 1;
+  int32_t beam_width = 0;      // 0: sampling; > 0: beam search
+  float length_penalty = 1.0f;
+  bool early_stopping = true;
 
   // The seed of sample i (requires seed to hold a value): seed itself for
   // sample 0, a fixed mix of (seed, i) for the others.
@@ -74,6 +83,8 @@ struct SamplingOptions {
       return bad("logprobs must be in [0, " + std::to_string(gpu::kMaxTopLogprobs) + "]");
     }
     if (n < 1 || n > 64) return bad("n must be in [1, 64]");
+    if (beam_width < 0 || beam_width > 16) return bad("beam_width must be in [0, 16]");
+    if (beam_width > 0 && n > beam_width) return bad("n must be <= beam_width for beam search");
     for (const std::string& s : stop) {
       if (s.empty()) return bad("stop strings must not be empty");
     }

@@ -106,6 +106,7 @@ void dispatch(Self self) {
     batches[e.request].events.push_back(std::move(e));
   }
   st.stats->set(engine_stats(st.core->stats(), st.metrics));
+  if (st.stats->snapshot_due(now)) st.stats->publish_snapshot(st.core->kv_snapshot(), now);
   for (auto& [id, batch] : batches) {
     auto it = st.requests.find(id);
     if (it == st.requests.end()) continue;
@@ -209,6 +210,11 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
         maybe_step(self);
       },
       [self](spawn_atom, const SpawnRequest& r) { spawn_request(self, r); },
+      [self](snapshot_atom) {
+        auto& st = self->state;
+        const Clock::time_point now = Clock::now();
+        if (st.stats->snapshot_due(now)) st.stats->publish_snapshot(st.core->kv_snapshot(), now);
+      },
       [self](abort_atom, RequestId id) {
         auto it = self->state.requests.find(id);
         if (it != self->state.requests.end()) {

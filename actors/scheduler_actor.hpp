@@ -14,6 +14,7 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 
@@ -35,10 +36,32 @@ class StatsBox {
     std::lock_guard<std::mutex> lock(mu_);
     return stats_;
   }
+  // KV snapshots are built only while someone reads them: a reader marks
+  // the time it asked; the scheduler publishes when a reader asked within
+  // kSnapshotInterest and the last publication is older than
+  // kSnapshotInterval (both on its own thread, so at a bounded rate).
+  static constexpr std::chrono::milliseconds kSnapshotInterval{100};
+  static constexpr std::chrono::seconds kSnapshotInterest{5};
+  KvSnapshot read_snapshot() {
+    std::lock_guard<std::mutex> lock(mu_);
+    asked_ = std::chrono::steady_clock::now();
+    return snapshot_;
+  }
+  bool snapshot_due(std::chrono::steady_clock::time_point now) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return now - asked_ < kSnapshotInterest && now - published_ >= kSnapshotInterval;
+  }
+  void publish_snapshot(KvSnapshot s, std::chrono::steady_clock::time_point now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshot_ = std::move(s);
+    published_ = now;
+  }
 
  private:
   mutable std::mutex mu_;
   EngineStats stats_;
+  KvSnapshot snapshot_;
+  std::chrono::steady_clock::time_point asked_{}, published_{};
 };
 
 caf::actor spawn_scheduler_actor(caf::actor_system& sys, std::shared_ptr<SchedulerCore> core,

@@ -435,4 +435,19 @@ double SchedulerCore::kv_utilisation() const {
   return double(stored) / (double(used) * double(bs));
 }
 
+KvSnapshot SchedulerCore::kv_snapshot() const {
+  KvSnapshot out;
+  out.pool = blocks_.snapshot();
+  for (const SeqSnapshot& s : out.pool.seqs) {
+    SeqOwner o;
+    o.seq = s.seq;
+    if (auto it = seq_index_.find(s.seq); it != seq_index_.end()) {
+      o.request = it->second.first->id;
+      o.index = it->second.second;
+    }
+    out.owners.push_back(o);
+  }
+  return out;
+}
+
 }  // namespace pagoda::actors

@@ -102,6 +102,8 @@ class SchedulerCore {
   // no block is held. O(total blocks + tokens / block_size).
   double kv_utilisation() const;
   const BlockManager& block_manager() const { return blocks_; }
+  // The block pool now and the owner of each of its sequences. O(blocks).
+  KvSnapshot kv_snapshot() const;
   const SchedulerConfig& config() const { return config_; }
 
  private:

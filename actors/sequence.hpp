@@ -30,6 +30,17 @@ enum class SeqStatus : uint8_t { waiting, running, finished };
 enum class FinishReason : uint8_t { none, stop, length, abort, error };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error", ""
 
+// The block pool plus who owns each sequence: the KV map the UI draws.
+struct SeqOwner {
+  SeqId seq = 0;
+  RequestId request = 0;
+  int32_t index = 0;  // sample (or beam) index in the group
+};
+struct KvSnapshot {
+  PoolSnapshot pool;
+  std::vector<SeqOwner> owners;  // ascending seq id, one per sequence in pool.seqs
+};
+
 struct Sequence {
   SeqId id = 0;
   int32_t index = 0;                 // sample index within the group

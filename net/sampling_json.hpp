@@ -1,0 +1,32 @@
+// Reading the engine's sampling parameters from a JSON request object, shared
+// by the OpenAI routes and the /v1/ws protocol so both accept the same names,
+// types and ranges. Input comes from simdjson's DOM parser (fully validated:
+// see caf-beast-notes §8, untrusted input).
+//
+// Fields: temperature, top_k, top_p, min_p, repetition_penalty,
+// presence_penalty, frequency_penalty, seed, stop (string or array of
+// strings), stop_token_ids, max_tokens, min_tokens, ignore_eos, n,
+// beam_width, use_beam_search (true: beam_width = max(n, 2) unless
+// beam_width is given), length_penalty, early_stopping. A JSON null leaves the
+// default. `logprobs` is API-specific and not read here.
+#pragma once
+
+#include <simdjson.h>
+
+#include <string_view>
+
+#include "actors/sampling_options.hpp"
+#include "gpu/result.hpp"
+
+namespace pagoda::net {
+
+// Applies `key` when it is a sampling field. Returns true when applied (or
+// null), false when `key` is not a sampling field. Errors name the field and
+// the expected type (e.g. "temperature must be a number").
+Result<bool> apply_sampling_field(std::string_view key, simdjson::dom::element value,
+                                  actors::SamplingOptions& options, bool& use_beam_search);
+
+// After all fields: resolves use_beam_search, then options.validate().
+Result<void> finish_sampling(actors::SamplingOptions& options, bool use_beam_search);
+
+}  // namespace pagoda::net
