@@ -196,6 +196,11 @@ struct SamplingRowParams {
   int32_t prompt_len = 0;
   int64_t output_offset = 0;
   int32_t output_len = 0;
+  // Tokens that must not be sampled (e.g. EOS before min_tokens): their
+  // logits become -inf after the penalties; the reported logprobs (kRaw) are
+  // unaffected. A span of SamplingParams::history.
+  int64_t banned_offset = 0;
+  int32_t banned_len = 0;
 };
 
 struct SamplingParams {

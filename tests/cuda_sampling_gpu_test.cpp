@@ -61,7 +61,8 @@ const std::vector<SamplingRowParams>& configs() {
 }
 
 // Rows = configs x `repeats` (seeds and steps vary); histories hold repeats,
-// out-of-range ids and the row's argmax, so penalties change the outcome.
+// out-of-range ids and the row's argmax, so penalties change the outcome;
+// odd repeats ban the argmax.
 Batch make_batch(int32_t V, Logits kind, int repeats, uint32_t seed) {
   Batch b;
   b.V = V;
@@ -91,6 +92,11 @@ Batch make_batch(int32_t V, Logits kind, int repeats, uint32_t seed) {
                                            int32_t(rng() % uint32_t(V)), top};
       b.history.insert(b.history.end(), output.begin(), output.end());
       r.output_len = int32_t(output.size());
+      if (i % 2 == 1) {  // ban the argmax (and an out-of-range id) on odd repeats
+        r.banned_offset = int64_t(b.history.size());
+        b.history.insert(b.history.end(), {top, V + 1});
+        r.banned_len = 2;
+      }
       b.rows.push_back(r);
     }
   }

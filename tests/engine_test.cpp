@@ -2,10 +2,10 @@
 //  - the HF transformers greedy goldens (tests/data/logits/smollm2.json,
 //    exact precision, ignore_eos, 32 tokens) reproduced through the engine
 //    with all prompts batched together;
-//  - batch independence (exact precision; the quantized CPU path is not
-//    batch-independent, see the disabled test): each request's greedy output
-//    is the same alone, among 12 concurrent requests, under a KV budget so small that
-//    requests are preempted and recomputed, and on prefix-cache hits;
+//  - batch independence (exact and quantized precision): each request's
+//    greedy output is the same alone, among 32 other concurrent requests,
+//    under a KV budget so small that requests are preempted and recomputed,
+//    and on prefix-cache hits;
 //  - parallel sampling: sample i of an n = 3 group equals a lone request
 //    seeded with seed_for(i) (fork + copy-on-write on the real cache);
 //  - the contiguous KV layout (baseline) gives the same greedy ids and runs
@@ -145,15 +145,23 @@ TEST(Engine, ReproducesTransformersGreedyGoldens) {
   expect_blocks_back(**engine);
 }
 
-// 12 prompts of different lengths (some long enough to be chunked).
+// 33 prompts (each request runs among 32 others): the goldens, 4 long enough
+// to be chunked, and short random ones up to 33. Two random prompts share a
+// 40-token prefix, so the first batched round already hits the prefix cache.
 std::vector<std::vector<int32_t>> mixed_prompts(const Golden& g) {
   std::vector<std::vector<int32_t>> out = g.ids;
   std::mt19937 rng(11);
-  for (int i = 0; i < 4; ++i) {
+  auto random_prompt = [&rng](int len) {
     std::vector<int32_t> p;
-    const int len = 40 + i * 45;
     for (int k = 0; k < len; ++k) p.push_back(int32_t(100 + rng() % 20000));
-    out.push_back(p);
+    return p;
+  };
+  for (int i = 0; i < 4; ++i) out.push_back(random_prompt(40 + i * 45));
+  std::vector<int32_t> shared = random_prompt(40);
+  while (out.size() < 33) {
+    std::vector<int32_t> p = random_prompt(3 + int(rng() % 30));
+    if (out.size() % 8 == 0) p.insert(p.begin(), shared.begin(), shared.end());
+    out.push_back(std::move(p));
   }
   return out;
 }
@@ -172,18 +180,21 @@ void expect_batch_independent(const std::string& path, model::WeightPrecision pr
   const SamplingOptions s = greedy(20);
   std::vector<std::vector<int32_t>> alone;
   {
-    auto e = Engine::start(base_options(path, precision));
+    EngineOptions wide = base_options(path, precision);
+    wide.max_num_seqs = 40;  // all 33 in one batch
+    auto e = Engine::start(wide);
     ASSERT_TRUE(e.ok()) << e.error().message;
     for (const auto& p : prompts) alone.push_back(tokens_of((*e)->generate(id_requests({p}, s)))[0]);
     // Batched, then the same again: the second round hits the prefix cache.
     EXPECT_EQ(tokens_of((*e)->generate(id_requests(prompts, s))), alone) << "batched";
+    EXPECT_GE((*e)->stats().peak_running_seqs, 33) << "the 33 requests did not run together";
     const uint64_t hits_before = (*e)->stats().prefix_hit_tokens;
     EXPECT_EQ(tokens_of((*e)->generate(id_requests(prompts, s))), alone) << "prefix cached";
     EXPECT_GT((*e)->stats().prefix_hit_tokens, hits_before);
     expect_blocks_back(**e);
   }
   EngineOptions tiny = base_options(path, precision);
-  tiny.num_blocks = 20;  // 320 slots for 12 requests of up to 195 + 20 tokens
+  tiny.num_blocks = 20;  // 320 slots for 33 requests of up to 195 + 20 tokens
   tiny.enable_prefix_caching = false;
   auto e = Engine::start(tiny);
   ASSERT_TRUE(e.ok()) << e.error().message;

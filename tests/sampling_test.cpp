@@ -271,6 +271,37 @@ TEST(Sampling, PenaltiesMatchReference) {
   EXPECT_EQ(b.tokens[0], int(std::max_element(z.begin(), z.end()) - z.begin()));
 }
 
+TEST(Sampling, BannedTokensAreNeverSampledButKeepRawLogprobs) {
+  auto be = backend();
+  const int V = 50;
+  std::vector<float> raw = normal_logits(V, 5, 1.0f);
+  raw[7] = 9.0f;  // the argmax, banned
+  raw[2] = 8.5f;  // the runner-up, banned too
+  raw[30] = 8.0f;
+  SamplingRowParams rp;
+  rp.temperature = 0.0f;
+  rp.banned_offset = 0;
+  rp.banned_len = 3;
+  rp.num_top_logprobs = 2;
+  Batch g = repeated(raw, rp, 1);
+  g.history = {7, 2, 999 /* outside the vocabulary: ignored */};
+  g.run(*be);
+  EXPECT_EQ(g.tokens[0], 30);
+  // Raw logprobs still describe the model's distribution (token 7 on top).
+  EXPECT_EQ(g.top_tokens[0], 7);
+  rp.temperature = 1.5f;
+  Batch b = repeated(raw, rp, 400);
+  b.history = g.history;
+  b.run(*be);
+  int seen30 = 0;
+  for (int32_t t : b.tokens) {
+    EXPECT_NE(t, 7);
+    EXPECT_NE(t, 2);
+    seen30 += t == 30;
+  }
+  EXPECT_GT(seen30, 100) << "without 7 and 2, token 30 holds most of the mass";
+}
+
 TEST(Sampling, RawLogprobsAndTopCandidates) {
   auto be = backend();
   const int V = 50000;

@@ -27,7 +27,8 @@ uint32_t next_generation(Worker& w) {
   return w.generation;
 }
 
-// z := raw with repetition, then frequency and presence penalties applied.
+// z := raw with repetition, then frequency and presence penalties applied,
+// and the banned tokens at -inf.
 void apply_penalties(const SamplingParams& p, const SamplingRowParams& rp, const float* raw,
                      Worker& w) {
   const int32_t V = p.vocab_size;
@@ -57,6 +58,10 @@ void apply_penalties(const SamplingParams& p, const SamplingRowParams& rp, const
         w.z[size_t(t)] -= rp.presence_penalty;
       }
     }
+  }
+  const int32_t* banned = p.history + rp.banned_offset;
+  for (int32_t i = 0; i < rp.banned_len; ++i) {
+    if (valid(banned[i])) w.z[size_t(banned[i])] = kNegInf;
   }
 }
 

@@ -75,6 +75,14 @@ __device__ void apply_penalties(const SamplingParams& p, const SamplingRowParams
     }
     __syncthreads();
   }
+  if (rp.banned_len > 0) {
+    const int32_t* banned = p.history + rp.banned_offset;
+    for (int32_t i = threadIdx.x; i < rp.banned_len; i += kThreads) {
+      const int32_t t = banned[i];
+      if (t >= 0 && t < V) z[t] = -INFINITY;
+    }
+    __syncthreads();
+  }
 }
 
 // Argmax of x[i] over the i with pred(x[i]) (lowest index on ties); INT_MAX if none.
