@@ -220,10 +220,12 @@ int32_t Engine::vocab_size() const { return impl_->context->vocab_size; }
 
 namespace {
 
-// Collects one request's stream for the blocking API.
+// Collects one request's stream for the blocking API. Beam search: the
+// samples are the returned beams, best first (text, token_ids, finish;
+// logprobs stay empty: per-token logprobs of beams are not tracked).
 class CollectSink : public RequestSink {
  public:
-  explicit CollectSink(int32_t n) { result_.samples.resize(size_t(n)); }
+  CollectSink(int32_t n, bool beam) : beam_(beam) { result_.samples.resize(beam ? 0 : size_t(n)); }
   bool on_token(const TokenDelta& d) override {
     SampleResult& s = result_.samples[size_t(d.index)];
     s.text += d.text;
@@ -234,6 +236,14 @@ class CollectSink : public RequestSink {
     return true;
   }
   void on_done(const RequestDone& done) override {
+    for (const BeamHypothesis& h : done.beams) {
+      if (!beam_) break;
+      SampleResult s;
+      s.text = h.text;
+      s.token_ids = h.token_ids;
+      s.finish = h.finish;
+      result_.samples.push_back(std::move(s));
+    }
     for (size_t i = 0; i < done.finish.size() && i < result_.samples.size(); ++i) {
       result_.samples[i].finish = done.finish[i];
     }
@@ -247,6 +257,7 @@ class CollectSink : public RequestSink {
   std::future<GenerateResult> future() { return promise_.get_future(); }
 
  private:
+  bool beam_ = false;
   GenerateResult result_;
   std::promise<GenerateResult> promise_;
 };
@@ -256,7 +267,7 @@ class CollectSink : public RequestSink {
 std::vector<GenerateResult> Engine::generate(std::vector<GenerateRequest> requests) {
   std::vector<std::future<GenerateResult>> futures;
   for (GenerateRequest& r : requests) {
-    auto sink = std::make_shared<CollectSink>(std::max(r.sampling.n, 1));
+    auto sink = std::make_shared<CollectSink>(std::max(r.sampling.n, 1), r.sampling.beam_width > 0);
     futures.push_back(sink->future());
     submit(std::move(r), std::move(sink));
   }

@@ -70,8 +70,9 @@ struct TokenDelta {
 };
 
 // One beam-search hypothesis: its generated tokens (prompt excluded), their
-// text, sum of token logprobs, and the ranking score
-// (cumulative_logprob / num_tokens^length_penalty).
+// text, sum of token logprobs, and the ranking score as transformers computes
+// it: cumulative_logprob / L^length_penalty, L = generated tokens including a
+// final EOS.
 struct BeamHypothesis {
   std::string text;
   std::vector<int32_t> token_ids;

@@ -114,6 +114,9 @@ Result<void> Executor::stage_rows(const StepPlan& plan, bool* want_top) {
     p.output_offset = p.prompt_offset + p.prompt_len;
     p.output_len = s.history.empty() ? 0 : int32_t(s.history.size()) - s.prompt_len;
     history_.insert(history_.end(), s.history.begin(), s.history.end());
+    p.banned_offset = int64_t(history_.size());
+    p.banned_len = int32_t(s.banned.size());
+    history_.insert(history_.end(), s.banned.begin(), s.banned.end());
     *want_top = *want_top || p.num_top_logprobs > 0;
     rows_.push_back(p);
   }

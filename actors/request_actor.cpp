@@ -1,3 +1,7 @@
+// The request actor (see request_actor.hpp). Beam search requests stream no
+// tokens: each step's SeqEvent carries the ranked beams, which go to
+// RequestSink::on_beams with their text (decoded whole, special tokens
+// skipped); the last one's n best become RequestDone::beams.
 #include "actors/request_actor.hpp"
 
 #include <algorithm>
@@ -70,6 +74,9 @@ struct RequestState {
   RequestId id = 0;
   SamplingOptions options;
   std::vector<SampleStream> samples;
+  bool beam = false;                        // beam search: no samples, ranked beams
+  std::vector<BeamHypothesis> last_beams;   // the latest ranked beams
+  bool beam_final = false;                  // done.beams holds the result
   RequestDone done;
   std::string error;
   bool ended = false;  // the sink got its last call
@@ -83,10 +90,49 @@ void end_with_error(Self self, const std::string& message) {
   self->quit();
 }
 
+// Beam search: done.beams := the n best of the latest ranked beams (live
+// ones, when the search did not end, finish with abort).
+void set_beam_result(RequestState& st) {
+  st.done.beams.clear();
+  st.done.finish.clear();
+  st.done.completion_tokens = 0;
+  for (const BeamHypothesis& h : st.last_beams) {
+    if (int32_t(st.done.beams.size()) >= st.options.n) break;
+    if (st.beam_final && h.finish == FinishReason::none) continue;
+    st.done.beams.push_back(h);
+    if (st.done.beams.back().finish == FinishReason::none) st.done.beams.back().finish = FinishReason::abort;
+    st.done.finish.push_back(st.done.beams.back().finish);
+    st.done.completion_tokens += int32_t(h.token_ids.size());
+  }
+}
+
+// Beam search: the ranked beams of one step, to the sink; the final ones
+// become the result.
+void on_beam_event(Self self, const SeqEvent& ev) {
+  auto& st = self->state;
+  if (ev.finish == FinishReason::error && st.error.empty()) st.error = ev.error;
+  if (!ev.beam) return;
+  BeamsUpdate u;
+  for (const BeamResult& r : ev.beams) {
+    BeamHypothesis h;
+    h.token_ids = r.tokens;
+    h.text = st.ctx->tokenizer->decode(r.tokens, /*skip_special=*/true);
+    h.cumulative_logprob = r.cumulative_logprob;
+    h.score = r.score;
+    h.finish = r.finish;
+    u.beams.push_back(std::move(h));
+  }
+  st.sink->on_beams(u);
+  st.last_beams = std::move(u.beams);
+  st.beam_final = ev.beam_final;
+  if (ev.beam_final) set_beam_result(st);
+}
+
 // Cancels the group (the consumer is gone or asked); reports abort if it can.
 void cancel(Self self, bool tell_sink) {
   auto& st = self->state;
   self->send(st.scheduler, cancel_atom::value, st.id);
+  if (st.beam && !st.beam_final) set_beam_result(st);
   if (tell_sink && !st.ended) {
     for (size_t i = 0; i < st.samples.size(); ++i) {
       if (!st.samples[i].done) st.done.finish[i] = FinishReason::abort;
@@ -153,6 +199,10 @@ void on_batch(Self self, const EventBatch& batch) {
   auto& st = self->state;
   for (const SeqEvent& ev : batch.events) {
     if (st.ended) return;
+    if (ev.group_done && st.beam && !st.beam_final) {
+      if (!st.error.empty()) return end_with_error(self, st.error);
+      set_beam_result(st);  // ended without a result (e.g. cancelled): abort
+    }
     if (ev.group_done) {
       const bool failed = st.done.completion_tokens == 0 &&
                           std::any_of(st.done.finish.begin(), st.done.finish.end(),
@@ -162,6 +212,10 @@ void on_batch(Self self, const EventBatch& batch) {
       st.ended = true;
       self->quit();
       return;
+    }
+    if (st.beam) {
+      on_beam_event(self, ev);
+      continue;
     }
     if (!on_event(self, ev)) return cancel(self, /*tell_sink=*/false);
   }
@@ -185,8 +239,9 @@ caf::behavior request_fn(Self self, caf::actor scheduler, std::shared_ptr<const 
     return {};
   }
   st.done.prompt_tokens = int32_t(ids->size());
-  st.done.finish.assign(size_t(st.options.n), FinishReason::none);
-  for (int32_t i = 0; i < st.options.n; ++i) {
+  st.beam = st.options.beam_width > 0;
+  if (!st.beam) st.done.finish.assign(size_t(st.options.n), FinishReason::none);
+  for (int32_t i = 0; !st.beam && i < st.options.n; ++i) {
     SampleStream s;
     s.decoder = std::make_unique<model::IncrementalDecoder>(st.ctx->tokenizer, true);
     st.samples.push_back(std::move(s));

@@ -9,9 +9,9 @@
 //  - stop / stop_token_ids: generation of a sample ends at the first match; a
 //    stop token id is kept in the token output, a stop string is cut from the
 //    text (the request actor's job). EOS ends a sample unless ignore_eos.
-//  - max_tokens: new tokens per sample; min_tokens: EOS and stop token ids do
-//    not end a sample before it has this many tokens (they are not masked
-//    from sampling, unlike vLLM: the sampler has no logit bias).
+//  - max_tokens: new tokens per sample; min_tokens: before a sample has this
+//    many tokens, EOS (unless ignore_eos) and stop token ids are masked from
+//    sampling, as vLLM does (stop strings may still end it).
 //  - logprobs: 0 = the sampled token's logprob only; 1..kMaxTopLogprobs = also
 //    that many top candidates per token.
 //  - n: parallel samples sharing the prompt's KV blocks (forked after prefill).
@@ -21,6 +21,7 @@
 //    cumulative logprob / length^length_penalty, as transformers does.
 //    early_stopping: stop once beam_width hypotheses are finished (true), or
 //    keep going while a live beam could still beat the worst kept one (false).
+//    Beam search ignores logprobs and the penalties, and takes no stop strings.
 // A plain value; thread-safe to copy.
 #pragma once
 
@@ -50,7 +51,8 @@ struct SamplingOptions {
   bool ignore_eos = false;
   int32_t logprobs = 0;
   int32_t n = 1;
-  int32_t beam_width = 0;      // 0: sampling; > 0: beam search
+  static constexpr int32_t kMaxBeamWidth = gpu::kMaxTopLogprobs / 2;
+  int32_t beam_width = 0;      // 0: sampling; > 0: beam search (at most kMaxBeamWidth)
   float length_penalty = 1.0f;
   bool early_stopping = true;
 
@@ -83,8 +85,13 @@ struct SamplingOptions {
       return bad("logprobs must be in [0, " + std::to_string(gpu::kMaxTopLogprobs) + "]");
     }
     if (n < 1 || n > 64) return bad("n must be in [1, 64]");
-    if (beam_width < 0 || beam_width > 16) return bad("beam_width must be in [0, 16]");
+    // Each beam needs its best 2 * beam_width tokens from the sampler.
+    if (beam_width < 0 || beam_width > kMaxBeamWidth) {
+      return bad("beam_width must be in [0, " + std::to_string(kMaxBeamWidth) + "]");
+    }
     if (beam_width > 0 && n > beam_width) return bad("n must be <= beam_width for beam search");
+    if (beam_width > 0 && !stop.empty()) return bad("stop strings are not supported with beam search");
+    if (beam_width > 0 && !(length_penalty == length_penalty)) return bad("length_penalty must be a number");
     for (const std::string& s : stop) {
       if (s.empty()) return bad("stop strings must not be empty");
     }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "actors/beam_search.hpp"
+
 namespace pagoda::actors {
 
 SchedulerCore::SchedulerCore(SchedulerConfig config, BlockManager blocks)
@@ -20,9 +22,12 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
   auto g = std::make_unique<SequenceGroup>();
   g->id = id;
   g->options = options;
-  g->forked = options.n == 1;
-  g->seqs.resize(size_t(options.n));
-  for (int32_t i = 0; i < options.n; ++i) {
+  const bool beam = options.beam_width > 0;
+  g->forked = !beam && options.n == 1;
+  if (beam) g->beam = make_beam_state(options, int32_t(prompt.size()));
+  const int32_t count = beam ? 1 : options.n;  // beams: the prompt's sequence first
+  g->seqs.resize(size_t(count));
+  for (int32_t i = 0; i < count; ++i) {
     Sequence& s = g->seqs[size_t(i)];
     s.id = next_seq_id_++;
     s.index = i;
@@ -47,6 +52,7 @@ std::vector<Sequence*> SchedulerCore::live_seqs(SequenceGroup& g) {
 }
 
 int32_t SchedulerCore::seq_slots(const SequenceGroup& g) const {
+  if (g.beam) return g.options.beam_width;
   return g.forked ? g.num_live() : int32_t(g.seqs.size());
 }
 
@@ -59,10 +65,17 @@ int32_t SchedulerCore::running_seq_slots() const {
 StepPlan SchedulerCore::schedule() {
   StepPlan plan;
   plan.step_id = ++step_id_;
+  plan.copies = std::move(pending_copies_);  // beam forks of the last apply (contiguous layout)
+  pending_copies_.clear();
   budget_ = config_.max_num_batched_tokens;
   const bool preempted = schedule_running(plan);
-  if (!preempted) admit_waiting(plan);
+  // After a preemption nothing new is admitted (the freed blocks go to the
+  // running groups first), unless nothing runs at all: then the front of the
+  // queue (usually the group just preempted) is admitted, or ended if it can
+  // never fit again. Otherwise an empty plan would leave it waiting forever.
+  if (!preempted || plan.empty()) admit_waiting(plan);
   retire_finished();  // groups failed at admission
+  if (plan.empty()) pending_copies_.swap(plan.copies);  // kept for the next plan
   in_flight_ = !plan.empty();
   inflight_.clear();
   for (const PlanEntry& e : plan.entries) inflight_.push_back({e.seq, int32_t(e.tokens.size())});
@@ -133,7 +146,7 @@ void SchedulerCore::add_entry(SequenceGroup& g, Sequence& s, int32_t num_cached,
   if (num_cached + n != int32_t(s.tokens.size())) return;
   const int32_t entry = int32_t(plan.entries.size()) - 1;
   add_sample(g, s, entry, plan);
-  if (g.forked) return;
+  if (g.forked || g.beam) return;
   fork_children(g, num_cached + n);  // the prompt is complete: all n sample this row
   for (size_t i = 1; i < g.seqs.size(); ++i) {
     if (!g.seqs[i].finished()) add_sample(g, g.seqs[i], entry, plan);
@@ -161,6 +174,13 @@ void SchedulerCore::add_sample(const SequenceGroup& g, const Sequence& s, int32_
   PlanSample p;
   p.seq = s.id;
   p.entry = entry;
+  if (g.beam) {  // greedy row: only its top candidates (raw log_softmax) matter
+    p.params = gpu::SamplingRowParams{.temperature = 0.0f, .seed = s.seed,
+                                      .step = uint64_t(s.output_len()),
+                                      .num_top_logprobs = g.beam->num_candidates};
+    plan.samples.push_back(std::move(p));
+    return;
+  }
   p.params = gpu::SamplingRowParams{.temperature = o.temperature, .top_k = o.top_k,
                                     .top_p = o.top_p, .min_p = o.min_p,
                                     .repetition_penalty = o.repetition_penalty,
@@ -171,6 +191,12 @@ void SchedulerCore::add_sample(const SequenceGroup& g, const Sequence& s, int32_
   if (o.uses_history()) {
     p.history = s.tokens;
     p.prompt_len = s.prompt_len;
+  }
+  if (s.output_len() < o.min_tokens) {  // as vLLM: no stop token before min_tokens
+    p.banned = o.stop_token_ids;
+    if (!o.ignore_eos) {
+      p.banned.insert(p.banned.end(), config_.eos_token_ids.begin(), config_.eos_token_ids.end());
+    }
   }
   plan.samples.push_back(std::move(p));
 }
@@ -188,8 +214,14 @@ void SchedulerCore::admit_waiting(StepPlan& plan) {
     if (fits == AllocStatus::later) return;
     waiting_.pop_front();
     if (fits == AllocStatus::never) {
+      // A preempted group that has outgrown the whole cache keeps what it
+      // generated and ends as if its length limit were reached; one that
+      // never produced a token is an error.
       for (Sequence& s : g.seqs) {
-        if (!s.finished()) {
+        if (s.finished()) continue;
+        if (s.output_len() > 0) {
+          finish_seq(g, s, FinishReason::length);
+        } else {
           finish_seq(g, s, FinishReason::error, "the sequence does not fit in the KV cache");
         }
       }
@@ -208,8 +240,12 @@ AllocStatus SchedulerCore::group_fits(SequenceGroup& g) {
     const AllocStatus st = blocks_.can_allocate(s->tokens);
     if (st == AllocStatus::never) return st;
     if (st == AllocStatus::later) worst = st;
-    need += (int64_t(s->tokens.size()) + bs - 1) / bs;
+    // +1: the slot of the token it samples next. Without it a group that
+    // fills the whole pool would be admitted, preempted at its next decode
+    // and re-admitted forever without progress.
+    need += (int64_t(s->tokens.size()) + 1 + bs - 1) / bs;
   }
+  need -= beam_shared_blocks(g);
   const int64_t usable = blocks_.total_blocks() - blocks_.watermark_blocks();
   if (need > usable) return AllocStatus::never;
   const int64_t available = blocks_.num_free_blocks() + blocks_.num_cached_blocks() -
@@ -242,6 +278,7 @@ void SchedulerCore::preempt(SequenceGroup& g) {
     s.num_computed = 0;
     s.status = SeqStatus::waiting;
   }
+  if (g.beam) std::fill(g.beam->has_pending.begin(), g.beam->has_pending.end(), false);
   ++g.num_preemptions;
   ++preemptions_;
   running_.erase(std::find(running_.begin(), running_.end(), &g));
@@ -260,13 +297,26 @@ Result<void> SchedulerCore::apply(const StepResult& result) {
     auto it = seq_index_.find(id);
     if (it != seq_index_.end()) it->second.first->seqs[size_t(it->second.second)].num_computed += n;
   }
+  std::vector<GroupPtr> beam_groups;
   for (const SampleOutput& out : result.samples) {
     auto it = seq_index_.find(out.seq);
     if (it == seq_index_.end()) continue;
     SequenceGroup& g = *it->second.first;
     Sequence& s = g.seqs[size_t(it->second.second)];
     if (s.finished() || s.finish_requested || g.cancel_requested) continue;
-    on_token(g, s, out);
+    if (!g.beam) {
+      on_token(g, s, out);
+      continue;
+    }
+    store_beam_sample(g, s, out);
+    if (std::find(beam_groups.begin(), beam_groups.end(), &g) == beam_groups.end()) {
+      beam_groups.push_back(&g);
+    }
+  }
+  for (GroupPtr g : beam_groups) {
+    if (std::all_of(g->beam->has_pending.begin(), g->beam->has_pending.end(), [](bool b) { return b; })) {
+      beam_step(*g);
+    }
   }
   for (RequestId id : pending_) {
     auto it = groups_.find(id);
@@ -323,6 +373,9 @@ void SchedulerCore::finish_seq(SequenceGroup& g, Sequence& s, FinishReason reaso
   if (!g.forked && s.index == 0) {
     for (size_t i = 1; i < g.seqs.size(); ++i) finish_seq(g, g.seqs[i], reason, error, true);
   }
+  if (g.beam) {  // a beam never ends alone (error, abort): the search needs all of them
+    for (Sequence& o : g.seqs) finish_seq(g, o, reason, error, emit);
+  }
 }
 
 void SchedulerCore::cancel_group(RequestId id) {
@@ -346,6 +399,7 @@ void SchedulerCore::cancel_all() {
 void SchedulerCore::finish_sequence(RequestId id, int32_t index, FinishReason reason) {
   auto it = groups_.find(id);
   if (it == groups_.end() || index < 0 || size_t(index) >= it->second->seqs.size()) return;
+  if (it->second->beam) return;  // beams end by the search's rules only
   Sequence& s = it->second->seqs[size_t(index)];
   if (s.finished() || s.finish_requested) return;
   s.finish_requested = true;
@@ -387,6 +441,7 @@ void SchedulerCore::retire_finished() {
 void SchedulerCore::fail_step(const std::string& message) {
   in_flight_ = false;
   pending_.clear();
+  pending_copies_.clear();
   for (auto& [id, g] : groups_) {
     for (Sequence& s : g->seqs) finish_seq(*g, s, FinishReason::error, message);
   }

@@ -21,6 +21,21 @@
 // Sampling is deterministic per sequence: seed = options.seed_for(index),
 // step = output length.
 //
+// Beam search (options.beam_width = k > 0; scheduler_core_beam.cpp): the
+// group counts k toward max_num_seqs from admission on. Its prompt is
+// prefilled once by one sequence; every live beam's row is greedy and
+// reports its best BeamSearch::candidates_per_beam tokens (at most
+// gpu::kMaxTopLogprobs). Once every live beam has sampled (the budget may
+// split them over steps), apply() ranks them synchronously with the group's
+// BeamSearch, frees the dead beams, lets each surviving parent's first child
+// keep its sequence and forks the others from it (shared blocks, the partly
+// filled one copied on write; contiguous-layout fork copies go into the next
+// plan), and emits one event with the ranked beams (the last: beam_final).
+// Preemption frees every beam and recomputes each from its tokens (the
+// prefix cache re-shares their common full blocks). A fork failure (only
+// possible in the contiguous layout) preempts the group. Cancel, errors:
+// every beam ends together.
+//
 // apply() takes the executor's answer, appends the tokens and decides finish
 // (stop_token_ids, EOS unless ignore_eos, both only from min_tokens on;
 // max_tokens and max_model_len give length). Stop strings are the request
@@ -41,6 +56,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "actors/beam_search.hpp"
 #include "actors/block_manager.hpp"
 #include "actors/sequence.hpp"
 #include "actors/step_plan.hpp"
@@ -63,6 +79,11 @@ struct SeqEvent {
   FinishReason finish = FinishReason::none;
   bool group_done = false;               // the group's last event
   std::string error;                     // with FinishReason::error
+  // Beam search: one event per step (has_token, index 0) with the ranked
+  // beams (finished and live, best first); the last one has beam_final set
+  // and only the finished hypotheses (best first).
+  bool beam = false, beam_final = false;
+  std::vector<BeamResult> beams;
 };
 
 struct SchedulerStats {
@@ -116,6 +137,7 @@ class SchedulerCore {
   void schedule_group(SequenceGroup& g, StepPlan& plan);
   void admit_waiting(StepPlan& plan);
   AllocStatus group_fits(SequenceGroup& g);
+  int64_t beam_shared_blocks(SequenceGroup& g);
   void admit_group(SequenceGroup& g, StepPlan& plan);
   void add_entry(SequenceGroup& g, Sequence& s, int32_t num_cached, int32_t n, StepPlan& plan);
   void add_sample(const SequenceGroup& g, const Sequence& s, int32_t entry, StepPlan& plan);
@@ -126,6 +148,11 @@ class SchedulerCore {
   void finish_seq(SequenceGroup& g, Sequence& s, FinishReason reason, const std::string& error = {},
                   bool emit = true);
   void settle_requests(SequenceGroup& g);
+  // Beam search (scheduler_core_beam.cpp).
+  std::shared_ptr<BeamState> make_beam_state(const SamplingOptions& o, int32_t prompt_len) const;
+  void store_beam_sample(SequenceGroup& g, const Sequence& s, const SampleOutput& out);
+  void beam_step(SequenceGroup& g);
+  void replace_beams(SequenceGroup& g, const std::vector<int32_t>& parents);
   void retire_finished();
 
   SchedulerConfig config_;
@@ -136,6 +163,7 @@ class SchedulerCore {
   std::vector<GroupPtr> running_;  // admission order: back() is the newest
   std::vector<SeqEvent> events_;
   AppendResult scratch_;
+  std::vector<BlockCopy> pending_copies_;  // from beam forks, run by the next plan
   SeqId next_seq_id_ = 1;
   uint64_t step_id_ = 0;
   int32_t budget_ = 0;

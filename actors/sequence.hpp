@@ -9,10 +9,17 @@
 //
 // A group with n > 1 starts with one live sequence (index 0) that prefills the
 // prompt; the other n - 1 are forked from it when the prompt's last chunk is
-// scheduled (`forked`). Not thread-safe: owned by the scheduler core.
+// scheduled (`forked`).
+//
+// A beam-search group (options.beam_width = k > 0) holds its live beams in
+// seqs (index = beam slot); after each ranking seqs is rebuilt from the
+// surviving parents (actors/scheduler_core_beam.cpp); `beam` holds the
+// ranking state. It counts k toward max_num_seqs while unfinished.
+// Not thread-safe: owned by the scheduler core.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +29,7 @@
 namespace pagoda::actors {
 
 using RequestId = uint64_t;
+struct BeamState;  // actors/beam_search.hpp
 
 enum class SeqStatus : uint8_t { waiting, running, finished };
 // none: still generating; stop: EOS / stop token / stop string; length:
@@ -63,6 +71,7 @@ struct SequenceGroup {
   bool forked = false;               // children exist (always true when n == 1)
   int32_t num_preemptions = 0;
   bool cancel_requested = false;
+  std::shared_ptr<BeamState> beam;   // beam search only
 
   // Sequences that take part in scheduling: the leader before the fork,
   // afterwards every unfinished one.

@@ -37,6 +37,7 @@ struct PlanSample {
   gpu::SamplingRowParams params;      // history offsets are filled by the executor
   std::vector<TokenId> history;       // prompt + output when penalties need them
   int32_t prompt_len = 0;             // of history
+  std::vector<TokenId> banned;        // never sampled this step (EOS before min_tokens)
 };
 
 struct StepPlan {

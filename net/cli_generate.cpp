@@ -5,8 +5,13 @@
 // prompt is printed (in input order): prompt, prompt_ids, samples (index,
 // text, token_ids, finish_reason, logprobs) and usage.
 // --prompts lines are JSON strings or objects {"prompt": "..."}.
+// Beam search (--beam-width K): the --n best beams (default K) are the
+// samples, each with "cumulative_logprob" and "score" (logprobs empty);
+// without --json one line per beam: score, then its text.
+#include <cmath>
 #include <condition_variable>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -28,6 +33,7 @@ struct GenerateArgs {
   uint64_t kv_cache_memory = uint64_t(256) << 20;
   int max_num_seqs = 64, max_num_batched_tokens = 512;
   bool chat = false, json = false;
+  bool n_given = false;  // --n on the command line (beam search: else n = beam width)
 };
 
 // The prompt's ids: raw text with the model's BOS rule, or (--chat) one user
@@ -95,6 +101,71 @@ void print_result(const std::string& prompt, const std::vector<int32_t>& ids,
             << ", \"completion_tokens\": " << completion << "}}\n";
 }
 
+// A finite double as a JSON number (10 significant digits), else null.
+std::string json_double(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream out;
+  out.precision(10);
+  out << v;
+  return out.str();
+}
+
+// Collects one beam-search request's result (RequestDone::beams).
+class BeamSink : public actors::RequestSink {
+ public:
+  bool on_token(const actors::TokenDelta&) override { return true; }
+  void on_done(const actors::RequestDone& done) override { promise_.set_value({done, ""}); }
+  void on_error(const std::string& message) override {
+    promise_.set_value({{}, message.empty() ? "error" : message});
+  }
+  std::future<std::pair<actors::RequestDone, std::string>> future() { return promise_.get_future(); }
+
+ private:
+  std::promise<std::pair<actors::RequestDone, std::string>> promise_;
+};
+
+void print_beams(const std::string& prompt, const std::vector<int32_t>& ids,
+                 const std::pair<actors::RequestDone, std::string>& r, bool json) {
+  const std::vector<actors::BeamHypothesis>& beams = r.first.beams;
+  if (!json) {
+    if (!r.second.empty()) std::cout << "error: " << r.second << "\n";
+    for (const actors::BeamHypothesis& b : beams) std::cout << "[" << b.score << "] " << b.text << "\n";
+    return;
+  }
+  std::cout << "{\"prompt\": " << model::json_quote(prompt) << ", \"prompt_ids\": " << json_list(ids);
+  if (!r.second.empty()) {
+    std::cout << ", \"error\": " << model::json_quote(r.second) << "}\n";
+    return;
+  }
+  std::cout << ", \"samples\": [";
+  size_t completion = 0;
+  for (size_t i = 0; i < beams.size(); ++i) {
+    const actors::BeamHypothesis& b = beams[i];
+    completion += b.token_ids.size();
+    std::cout << (i ? ", " : "") << "{\"index\": " << i << ", \"text\": " << model::json_quote(b.text)
+              << ", \"token_ids\": " << json_list(b.token_ids) << ", \"finish_reason\": \""
+              << actors::finish_reason_name(b.finish) << "\", \"logprobs\": [], \"cumulative_logprob\": "
+              << json_double(b.cumulative_logprob) << ", \"score\": " << json_double(b.score)
+              << "}";
+  }
+  std::cout << "], \"usage\": {\"prompt_tokens\": " << ids.size()
+            << ", \"completion_tokens\": " << completion << "}}\n";
+}
+
+// Runs every request as beam search (concurrently) and prints the beams.
+void run_beams(actors::Engine& engine, std::vector<actors::GenerateRequest> requests,
+               const std::vector<std::string>& prompts, bool json) {
+  std::vector<std::future<std::pair<actors::RequestDone, std::string>>> futures;
+  std::vector<std::vector<int32_t>> ids;
+  for (actors::GenerateRequest& r : requests) {
+    auto sink = std::make_shared<BeamSink>();
+    futures.push_back(sink->future());
+    ids.push_back(r.prompt_ids);
+    engine.submit(std::move(r), sink);
+  }
+  for (size_t i = 0; i < futures.size(); ++i) print_beams(prompts[i], ids[i], futures[i].get(), json);
+}
+
 // Streams one request's text to stdout and waits for its end.
 class StdoutSink : public actors::RequestSink {
  public:
@@ -140,6 +211,7 @@ Result<std::unique_ptr<actors::Engine>> start_engine(const GenerateArgs& a) {
 Result<void> run_generate(GenerateArgs a) {
   if (a.prompt.empty() == a.prompts_file.empty()) return make_error("give exactly one of --prompt and --prompts");
   a.sampling.seed = a.seed;
+  if (a.sampling.beam_width > 0 && !a.n_given) a.sampling.n = a.sampling.beam_width;
   if (Result<void> ok = a.sampling.validate(); !ok) return ok.error();
   Result<std::vector<std::string>> prompts = read_prompts(a);
   if (!prompts) return prompts.error();
@@ -156,6 +228,10 @@ Result<void> run_generate(GenerateArgs a) {
   }
   Result<std::unique_ptr<actors::Engine>> engine = start_engine(a);
   if (!engine) return engine.error();
+  if (a.sampling.beam_width > 0) {
+    run_beams(**engine, std::move(requests), *prompts, a.json);
+    return {};
+  }
   if (!a.json && requests.size() == 1 && a.sampling.n == 1) {
     auto sink = std::make_shared<StdoutSink>();
     (*engine)->submit(requests[0], sink);
@@ -188,6 +264,12 @@ void add_sampling_options(CLI::App* cmd, GenerateArgs& a) {
   cmd->add_option("--stop-token-id", s.stop_token_ids, "Stop token id (repeatable)");
   cmd->add_option("--logprobs", s.logprobs, "Top-N logprobs per token (0..20)");
   cmd->add_flag("--ignore-eos", s.ignore_eos, "Do not stop at the end-of-sequence token");
+  cmd->add_option("--beam-width", s.beam_width, "Beam search with K beams (0 = off; at most " +
+                  std::to_string(actors::SamplingOptions::kMaxBeamWidth) + ")");
+  cmd->add_option("--length-penalty", s.length_penalty,
+                  "Beam score = cumulative logprob / generated_length^X (default 1)");
+  cmd->add_option("--early-stopping", s.early_stopping,
+                  "Beam search: true stops once K beams finished; false while one could improve");
 }
 
 }  // namespace
@@ -207,7 +289,8 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per step at most");
   cmd->add_flag("--chat", a->chat, "Wrap each prompt as one user message in the chat template");
   cmd->add_flag("--json", a->json, "Print one JSON object per prompt");
-  cmd->callback([a, &exit_code] {
+  cmd->callback([a, cmd, &exit_code] {
+    a->n_given = cmd->count("--n") > 0;
     if (Result<void> r = run_generate(*a); !r) {
       std::cerr << "pagoda generate: " << r.error().message << "\n";
       exit_code = 1;

@@ -1,23 +1,158 @@
-// `pagoda serve MODEL`: the HTTP/WebSocket server. The network front end is
-// not built yet; the command says so instead of pretending to serve.
+// `pagoda serve MODEL`: the HTTP/WebSocket server on one port.
+//
+// Start-up order: the listener starts first with ServerContext::ready false
+// (so /health answers 503 while the model loads), then the engine; only when
+// ctx->engine is set is `ready` published (release store; handlers load it
+// with acquire before touching the engine). Then one line
+// `pagoda: serving MODEL on http://HOST:PORT` goes to stdout (flushed; with
+// --port 0 it names the real port): clients may wait for it.
+//
+// Shutdown on SIGINT/SIGTERM: the signals are blocked in every thread (the
+// mask is set before any thread starts) and the main thread waits for them
+// with sigwait. Then: shutting_down = true, stop accepting, engine->shutdown()
+// (every open request ends with finish_reason "shutdown"), server->stop()
+// (flushes, bounded, and closes sessions), exit code 0.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
+#include "actors/engine.hpp"
+#include "net/api_routes.hpp"
 #include "net/cli.hpp"
+#include "net/http_server.hpp"
 
 namespace pagoda::net {
+namespace {
+
+struct ServeArgs {
+  std::string model, precision = "quantized", backend = "auto";
+  ServerOptions server;
+  uint64_t kv_cache_memory = uint64_t(256) << 20;
+  int max_num_seqs = 64, max_num_batched_tokens = 512, max_model_len = 0;
+  int idle_timeout_s = 300, header_timeout_s = 30;
+};
+
+// <repo>/web: next to the binary's parent (build/pagoda -> ./web), or under
+// the working directory. Empty when none has an index.html.
+std::string default_web_root() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+      candidates.push_back(dir / "web");
+    }
+  }
+  candidates.push_back(fs::current_path(ec) / "web");
+  for (const fs::path& c : candidates) {
+    if (fs::is_regular_file(c / "index.html", ec)) return c.string();
+  }
+  return {};
+}
+
+Result<actors::EngineOptions> engine_options(const ServeArgs& a) {
+  actors::EngineOptions o;
+  o.model_path = a.model;
+  if (a.backend == "cpu") o.backend = gpu::BackendKind::kCpu;
+  else if (a.backend == "cuda") o.backend = gpu::BackendKind::kCuda;
+  else if (a.backend != "auto") return make_error("--backend must be auto, cpu or cuda (got '" + a.backend + "')");
+  o.precision = a.precision == "exact" ? model::WeightPrecision::kExact : model::WeightPrecision::kQuantized;
+  o.kv_cache_bytes = a.kv_cache_memory;
+  o.max_num_seqs = a.max_num_seqs;
+  o.max_num_batched_tokens = a.max_num_batched_tokens;
+  o.max_model_len = a.max_model_len;
+  return o;
+}
+
+Result<void> run_serve(ServeArgs a) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // inherited by every thread started below
+
+  Result<actors::EngineOptions> engine_opts = engine_options(a);
+  if (!engine_opts) return engine_opts.error();
+  if (a.server.api_key.empty()) {
+    if (const char* env = std::getenv("PAGODA_API_KEY")) a.server.api_key = env;
+  }
+  if (a.server.web_root.empty()) a.server.web_root = default_web_root();
+  a.server.idle_timeout = std::chrono::seconds(a.idle_timeout_s);
+  a.server.header_timeout = std::chrono::seconds(a.header_timeout_s);
+
+  auto ctx = std::make_shared<ServerContext>();
+  ctx->options = a.server;
+  Result<std::unique_ptr<HttpServer>> server = HttpServer::start(ctx, make_api_routes(ctx));
+  if (!server) return server.error();
+  const std::string url = "http://" + a.server.host + ":" + std::to_string((*server)->port());
+  std::cerr << "pagoda: listening on " << url << ", loading " << a.model << "\n";
+
+  Result<std::unique_ptr<actors::Engine>> engine = actors::Engine::start(*engine_opts);
+  if (!engine) {
+    (*server)->stop();
+    return engine.error();
+  }
+  ctx->engine = std::shared_ptr<actors::Engine>(std::move(*engine));
+  ctx->ready.store(true, std::memory_order_release);
+  std::cout << "pagoda: serving " << a.model << " on " << url << std::endl;
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::cerr << "pagoda: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down\n";
+  ctx->shutting_down.store(true);
+  (*server)->stop_accepting();
+  ctx->engine->shutdown();
+  (*server)->stop();
+  std::cerr << "pagoda: stopped\n";
+  return {};
+}
+
+void add_limit_options(CLI::App* cmd, ServeArgs& a) {
+  ServerOptions& s = a.server;
+  cmd->add_option("--io-threads", s.io_threads, "Asio I/O threads");
+  cmd->add_option("--max-body-bytes", s.max_body_bytes, "Largest HTTP request body");
+  cmd->add_option("--max-frame-bytes", s.max_frame_bytes, "Largest WebSocket message");
+  cmd->add_option("--max-prompt-tokens", s.max_prompt_tokens, "Longest prompt (0: the model's context - 1)");
+  cmd->add_option("--max-requests-per-connection", s.max_requests_per_connection,
+                  "Requests in flight per connection");
+  cmd->add_option("--max-connections", s.max_connections, "Open connections at most");
+  cmd->add_option("--max-queued-bytes", s.max_queued_bytes,
+                  "Outgoing bytes queued per connection before it is dropped as a slow consumer");
+  cmd->add_option("--idle-timeout", a.idle_timeout_s, "Seconds an idle connection stays open");
+  cmd->add_option("--header-timeout", a.header_timeout_s, "Seconds a request may take to arrive");
+}
+
+}  // namespace
 
 void add_serve_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP and WebSocket");
-  auto model = std::make_shared<std::string>();
-  auto host = std::make_shared<std::string>("127.0.0.1");
-  auto port = std::make_shared<int>(8000);
-  cmd->add_option("model", *model, "A .gguf file or a HuggingFace model directory")->required();
-  cmd->add_option("--host", *host, "Address to listen on");
-  cmd->add_option("--port", *port, "Port to listen on");
-  cmd->callback([&exit_code] {
-    std::cerr << "pagoda serve: the network front end (HTTP, WebSocket, web UI) is not "
-                 "implemented yet; see the open issue 'Network front end'.\n";
-    exit_code = 1;
+  auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI API) and WebSocket");
+  auto a = std::make_shared<ServeArgs>();
+  cmd->add_option("model", a->model, "A .gguf file or a HuggingFace model directory")->required();
+  cmd->add_option("--host", a->server.host, "Address to listen on");
+  cmd->add_option("--port", a->server.port, "Port to listen on (0: any free port)");
+  cmd->add_option("--api-key", a->server.api_key, "Require this key (default: env PAGODA_API_KEY)");
+  cmd->add_option("--allowed-origin", a->server.allowed_origins,
+                  "WebSocket Origin allowed (repeatable; default: the server's own host)");
+  cmd->add_option("--web-root", a->server.web_root, "Static files served at / (default: <repo>/web)");
+  cmd->add_option("--served-model-name", a->server.served_model_name, "Model id in the API");
+  cmd->add_option("--backend", a->backend, "auto, cpu or cuda");
+  cmd->add_option("--precision", a->precision, "quantized (default: GGUF blocks, faster) or exact (fp32)")
+      ->check(CLI::IsMember({"exact", "quantized"}));
+  cmd->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache budget in bytes");
+  cmd->add_option("--max-num-seqs", a->max_num_seqs, "Sequences per step at most");
+  cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per step at most");
+  cmd->add_option("--max-model-len", a->max_model_len, "Context length (0: the model's)");
+  add_limit_options(cmd, *a);
+  cmd->callback([a, &exit_code] {
+    if (Result<void> r = run_serve(*a); !r) {
+      std::cerr << "pagoda serve: " << r.error().message << "\n";
+      exit_code = 1;
+    }
   });
 }
 

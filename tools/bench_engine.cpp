@@ -3,6 +3,7 @@
 //
 //   bench_engine [--model PATH] [--prompts 48] [--kv-blocks 1024] [--block-size 16]
 //                [--contiguous-lens 8192,2048] [--steps 40]
+//                [--rows load,parallel,parallel_mixed,contiguous,beam]
 //
 // Rows:
 //   load        : --prompts requests (std::mt19937 seed 42: prompt lengths
@@ -16,11 +17,16 @@
 //                 64), each on a fresh engine with prefix caching OFF, so the
 //                 independent ones cannot share the prompt through the cache;
 //                 peak used blocks of each.
+//   parallel_mixed: the same over 6 prompts of random length 32..640 (max_tokens
+//                 48): 6 n = 4 groups vs 24 independent requests, concurrently.
 //   contiguous  : the same load on a contiguous-layout engine with the same
 //                 --kv-blocks (equal KV memory), per max_model_len in
 //                 --contiguous-lens; run for --steps steps (admission is
 //                 settled by then), then shut down; peak concurrent sequences.
-// Beam search is not implemented: no beam row.
+//   beam        : one beam_width = 4 request vs 4 independent greedy requests,
+//                 the same 256-token prompt, 64 new tokens each (ignore_eos,
+//                 so every beam runs to max_tokens), prefix caching OFF, each
+//                 on a fresh engine; peak used blocks of each.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -48,6 +54,8 @@ struct Args {
   std::string model;
   int32_t prompts = 48, kv_blocks = 1024, block_size = 16, steps = 40;
   std::vector<int32_t> contiguous_lens = {8192, 2048};
+  std::string rows = "load,parallel,parallel_mixed,contiguous,beam";
+  bool row(const std::string& name) const { return ("," + rows + ",").find("," + name + ",") != std::string::npos; }
 };
 
 Args parse(int argc, char** argv) {
@@ -61,6 +69,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--kv-blocks") a.kv_blocks = std::stoi(v);
     else if (k == "--block-size") a.block_size = std::stoi(v);
     else if (k == "--steps") a.steps = std::stoi(v);
+    else if (k == "--rows") a.rows = v;
     else if (k == "--contiguous-lens") {
       a.contiguous_lens.clear();
       std::stringstream ss(v);
@@ -165,6 +174,57 @@ void parallel_row(const Args& a) {
       group, apart, apart ? 1.0 - double(group) / double(apart) : 0.0);
 }
 
+// The same comparison over a mixed-length load: 6 random prompts of 32..640
+// tokens, each once as an n = 4 group and once as 4 independent requests
+// (all requests of a case run concurrently on one fresh engine).
+void parallel_mixed_row(const Args& a) {
+  std::mt19937 rng(13);
+  std::vector<GenerateRequest> groups, independent;
+  int64_t prompt_tokens = 0;
+  for (int p = 0; p < 6; ++p) {
+    GenerateRequest r;
+    const int len = 32 + int(rng() % 609);
+    for (int k = 0; k < len; ++k) r.prompt_ids.push_back(int32_t(100 + rng() % 20000));
+    prompt_tokens += len;
+    r.sampling.temperature = 0.8f;
+    r.sampling.max_tokens = 48;
+    r.sampling.ignore_eos = true;
+    r.sampling.seed = 1000 + uint64_t(p);
+    for (int i = 0; i < 4; ++i) {
+      independent.push_back(r);
+      independent.back().sampling.seed = r.sampling.seed_for(i);
+    }
+    r.sampling.n = 4;
+    groups.push_back(std::move(r));
+  }
+  const int32_t group = peak_blocks(a, groups);
+  const int32_t apart = peak_blocks(a, independent);
+  std::printf(
+      "  \"parallel_mixed\": {\"prompts\": 6, \"prompt_tokens\": %lld, \"max_tokens\": 48, "
+      "\"prefix_caching\": false, \"n4_peak_blocks\": %d, \"independent4_peak_blocks\": %d, "
+      "\"ratio\": %.3f},\n",
+      (long long)prompt_tokens, group, apart, apart ? double(group) / double(apart) : 0.0);
+}
+
+void beam_row(const Args& a) {
+  GenerateRequest r;
+  std::mt19937 rng(7);
+  for (int k = 0; k < 256; ++k) r.prompt_ids.push_back(int32_t(100 + rng() % 20000));
+  r.sampling.temperature = 0.0f;
+  r.sampling.max_tokens = 64;
+  r.sampling.ignore_eos = true;
+  r.sampling.seed = 99;
+  std::vector<GenerateRequest> independent(4, r);
+  r.sampling.beam_width = 4;
+  r.sampling.n = 4;
+  const int32_t beams = peak_blocks(a, {r});
+  const int32_t apart = peak_blocks(a, independent);
+  std::printf(
+      "  \"beam\": {\"prompt_tokens\": 256, \"max_tokens\": 64, \"prefix_caching\": false, "
+      "\"beam4_peak_blocks\": %d, \"independent4_peak_blocks\": %d, \"ratio\": %.3f},\n",
+      beams, apart, apart ? double(beams) / double(apart) : 0.0);
+}
+
 // Returns the contiguous engine's peak concurrent sequences after `steps` steps.
 int32_t contiguous_peak(const Args& a, int32_t max_model_len, int32_t* blocks_per_seq) {
   EngineOptions o = base(a);
@@ -197,12 +257,15 @@ int main(int argc, char** argv) {
   std::printf("{\n  \"model\": \"%s\", \"backend\": \"cpu\", \"precision\": \"quantized\", "
               "\"block_size\": %d, \"max_num_seqs\": 64, \"max_num_batched_tokens\": 512,\n",
               a.model.c_str(), a.block_size);
-  load_row(a);
+  if (a.row("load")) load_row(a);
   std::fflush(stdout);
-  parallel_row(a);
+  if (a.row("parallel")) parallel_row(a);
+  if (a.row("parallel_mixed")) parallel_mixed_row(a);
+  std::fflush(stdout);
+  if (a.row("beam")) beam_row(a);
   std::fflush(stdout);
   std::printf("  \"contiguous\": [");
-  for (size_t i = 0; i < a.contiguous_lens.size(); ++i) {
+  for (size_t i = 0; i < a.contiguous_lens.size() && a.row("contiguous"); ++i) {
     int32_t per_seq = 0;
     const int32_t peak = contiguous_peak(a, a.contiguous_lens[i], &per_seq);
     // Admission keeps the BlockManager's watermark (1% of the blocks, floored) free.
@@ -213,6 +276,6 @@ int main(int argc, char** argv) {
                 a.steps);
     std::fflush(stdout);
   }
-  std::printf("],\n  \"beam_search\": \"not implemented: no row\"\n}\n");
+  std::printf("]\n}\n");
   return 0;
 }

@@ -1,0 +1,133 @@
+// CompletionStream (net/completion_stream.hpp).
+#include "net/completion_stream.hpp"
+
+namespace pagoda::net {
+
+using actors::FinishReason;
+
+CompletionStream::CompletionStream(std::shared_ptr<ServerContext> context, std::shared_ptr<Responder> responder,
+                                   ResponseMeta meta, StreamSettings settings)
+    : context_(std::move(context)),
+      responder_(std::move(responder)),
+      meta_(std::move(meta)),
+      settings_(settings),
+      choices_(size_t(std::max(settings.n, 1))) {
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    choices_[i].index = int32_t(i);
+    choices_[i].has_logprobs = settings_.logprobs;
+  }
+}
+
+std::string CompletionStream::finish_name(FinishReason reason, bool shutting_down) {
+  switch (reason) {
+    case FinishReason::length: return "length";
+    case FinishReason::abort: return shutting_down ? "shutdown" : "abort";
+    case FinishReason::error: return "error";
+    default: return "stop";
+  }
+}
+
+void CompletionStream::begin() {
+  if (!settings_.stream) return;
+  responder_->start_stream(200);
+  if (meta_.kind != ApiKind::chat) return;
+  for (const ChoiceOut& c : choices_) {
+    ChoiceOut first;
+    first.index = c.index;
+    first.role = true;
+    responder_->send_event(chunk_body(meta_, first, settings_.include_usage));
+  }
+}
+
+std::string CompletionStream::token_text(int32_t id) const {
+  auto text = context_->engine->detokenize({id});
+  return text ? std::move(text).value() : std::string();
+}
+
+TokenLogprob CompletionStream::token_logprob(const actors::TokenDelta& delta) const {
+  TokenLogprob t;
+  t.token = token_text(delta.token_id);
+  t.logprob = delta.logprob;
+  const size_t k = std::min({delta.top_tokens.size(), delta.top_logprobs.size(), size_t(settings_.top_logprobs)});
+  for (size_t i = 0; i < k; ++i) t.top.push_back(TopCandidate{token_text(delta.top_tokens[i]), delta.top_logprobs[i]});
+  return t;
+}
+
+bool CompletionStream::on_token(const actors::TokenDelta& delta) {
+  if (delta.index < 0 || size_t(delta.index) >= choices_.size()) return !responder_->closed();
+  ChoiceOut& acc = choices_[size_t(delta.index)];
+  const bool with_logprob = settings_.logprobs && delta.token_id >= 0;
+  if (!settings_.stream) {
+    acc.text += delta.text;
+    if (with_logprob) acc.logprobs.push_back(token_logprob(delta));
+    return !responder_->closed();
+  }
+  if (delta.text.empty() && !with_logprob) return !responder_->closed();
+  ChoiceOut chunk;
+  chunk.index = delta.index;
+  chunk.text = delta.text;
+  chunk.has_logprobs = settings_.logprobs;
+  chunk.text_offset = acc.text_offset;
+  if (with_logprob) {
+    chunk.logprobs.push_back(token_logprob(delta));
+    acc.text_offset += int32_t(chunk.logprobs.back().token.size());
+  }
+  return responder_->send_event(chunk_body(meta_, chunk, settings_.include_usage));
+}
+
+std::vector<ChoiceOut> CompletionStream::final_choices(const actors::RequestDone& done) {
+  const bool shutting_down = context_->shutting_down.load();
+  std::vector<ChoiceOut> out;
+  if (settings_.beam) {
+    for (size_t i = 0; i < done.beams.size(); ++i) {
+      ChoiceOut c;
+      c.index = int32_t(i);
+      c.text = done.beams[i].text;
+      c.finish_reason = finish_name(done.beams[i].finish, shutting_down);
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+  out = std::move(choices_);
+  choices_.clear();
+  for (size_t i = 0; i < out.size(); ++i) {
+    const FinishReason r = i < done.finish.size() ? done.finish[i] : FinishReason::abort;
+    out[i].finish_reason = finish_name(r, shutting_down);
+  }
+  return out;
+}
+
+void CompletionStream::finish_stream(const actors::RequestDone& done) {
+  for (ChoiceOut& c : final_choices(done)) {
+    if (!settings_.beam) c.text.clear();  // streamed already
+    c.logprobs.clear();
+    c.has_logprobs = settings_.logprobs;
+    responder_->send_event(chunk_body(meta_, c, settings_.include_usage));
+  }
+  if (settings_.include_usage) {
+    responder_->send_event(usage_chunk_body(meta_, Usage{done.prompt_tokens, done.completion_tokens}));
+  }
+  responder_->send_event("[DONE]");
+  responder_->end_stream();
+}
+
+void CompletionStream::on_done(const actors::RequestDone& done) {
+  if (responder_->closed()) return;
+  if (settings_.stream) return finish_stream(done);
+  const std::string body = response_body(meta_, final_choices(done), Usage{done.prompt_tokens, done.completion_tokens});
+  responder_->respond(200, "application/json", body);
+}
+
+void CompletionStream::on_error(const std::string& message) {
+  if (responder_->closed()) return;
+  const bool shutting_down = context_->shutting_down.load();
+  ApiError error{shutting_down ? 503 : 500, message, {}, {}};
+  if (!settings_.stream) {
+    responder_->respond(error.status, "application/json", error_json(error));
+    return;
+  }
+  responder_->send_event(error_json(error));
+  responder_->end_stream();
+}
+
+}  // namespace pagoda::net

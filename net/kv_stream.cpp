@@ -1,0 +1,158 @@
+// KvStream and the `kv` frame (net/kv_stream.hpp).
+#include "net/kv_stream.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "net/json_writer.hpp"
+
+namespace pagoda::net {
+namespace {
+
+char state_char(actors::BlockState s) {
+  switch (s) {
+    case actors::BlockState::used: return 'u';
+    case actors::BlockState::cached: return 'c';
+    case actors::BlockState::free: break;
+  }
+  return 'f';
+}
+
+// owners[b]: the distinct request ids whose sequences hold block b, ascending.
+std::vector<std::vector<uint64_t>> block_owners(const actors::KvSnapshot& snap,
+                                                const std::unordered_map<uint64_t, uint64_t>& request_of) {
+  std::vector<std::vector<uint64_t>> owners(snap.pool.blocks.size());
+  for (size_t b = 0; b < snap.pool.blocks.size(); ++b) {
+    for (actors::SeqId s : snap.pool.blocks[b].seqs) {
+      auto it = request_of.find(s);
+      if (it != request_of.end()) owners[b].push_back(it->second);
+    }
+    std::sort(owners[b].begin(), owners[b].end());
+    owners[b].erase(std::unique(owners[b].begin(), owners[b].end()), owners[b].end());
+  }
+  return owners;
+}
+
+void write_blocks(JsonWriter& w, const actors::KvSnapshot& snap,
+                  const std::unordered_map<uint64_t, uint64_t>& request_of) {
+  std::string states;
+  states.reserve(snap.pool.blocks.size());
+  for (const auto& b : snap.pool.blocks) states.push_back(state_char(b.state));
+  w.key("state").value(states);
+  w.key("ref").begin_array();
+  for (const auto& b : snap.pool.blocks) w.value(b.ref_count);
+  w.end_array();
+  w.key("owners").begin_array();
+  for (const auto& list : block_owners(snap, request_of)) {
+    w.begin_array();
+    for (uint64_t r : list) w.value(r);
+    w.end_array();
+  }
+  w.end_array();
+}
+
+void write_seqs(JsonWriter& w, const actors::KvSnapshot& snap,
+                const std::unordered_map<uint64_t, const actors::SeqOwner*>& owner_of) {
+  w.key("seqs").begin_array();
+  for (const auto& s : snap.pool.seqs) {
+    auto it = owner_of.find(s.seq);
+    w.begin_object().key("seq").value(uint64_t(s.seq));
+    w.key("request");
+    if (it != owner_of.end()) {
+      w.value(uint64_t(it->second->request)).key("index").value(it->second->index);
+    } else {
+      w.null().key("index").null();
+    }
+    w.key("tokens").value(s.num_tokens).key("table").begin_array();
+    for (actors::BlockId b : s.table) w.value(int64_t(b));
+    w.end_array().end_object();
+  }
+  w.end_array();
+}
+
+}  // namespace
+
+std::string kv_frame(const actors::KvSnapshot& snap, const actors::EngineStats& stats, uint64_t seq,
+                     const KvOwnerIds& mine) {
+  std::unordered_map<uint64_t, const actors::SeqOwner*> owner_of;
+  std::unordered_map<uint64_t, uint64_t> request_of;
+  for (const auto& o : snap.owners) {
+    owner_of[o.seq] = &o;
+    request_of[o.seq] = o.request;
+  }
+  const actors::PoolSnapshot& p = snap.pool;
+  JsonWriter w;
+  w.begin_object().key("type").value("kv").key("seq").value(seq);
+  w.key("block_size").value(p.block_size).key("total").value(p.total_blocks);
+  w.key("used").value(p.used_blocks).key("free").value(p.free_blocks);
+  w.key("cached").value(p.cached_blocks).key("watermark").value(p.watermark_blocks);
+  w.key("running").value(stats.running).key("waiting").value(stats.waiting);
+  w.key("prefix_cache").begin_object();
+  w.key("queried_tokens").value(p.stats.queried_tokens).key("hit_tokens").value(p.stats.hit_tokens);
+  w.end_object();
+  write_blocks(w, snap, request_of);
+  write_seqs(w, snap, owner_of);
+  w.key("mine").begin_object();
+  for (const auto& [request, id] : mine) w.key(std::to_string(request)).value(id);
+  w.end_object();
+  return w.end_object().take();
+}
+
+KvStream::KvStream(std::shared_ptr<actors::Engine> engine, std::shared_ptr<WsChannel> channel,
+                   Options options, std::function<KvOwnerIds()> mine)
+    : state_(std::make_shared<State>()) {
+  state_->engine = std::move(engine);
+  state_->channel = std::move(channel);
+  state_->options = options;
+  state_->mine = std::move(mine);
+  thread_ = std::thread([state = state_] { run(state); });
+}
+
+KvStream::~KvStream() { stop(); }
+
+void KvStream::stop() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->cv.notify_all();
+  if (!thread_.joinable()) return;
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
+
+// The first read asks the scheduler for a fresh snapshot (Engine::kv_snapshot
+// returns the last published one), so the first frame waits a moment for it.
+void KvStream::run(const std::shared_ptr<State>& state) {
+  constexpr std::chrono::milliseconds kFirstWait{20};
+  (void)state->engine->kv_snapshot();
+  uint64_t seq = 0;
+  std::unique_lock<std::mutex> lock(state->mu);
+  auto wait = std::min(kFirstWait, state->options.interval);
+  while (!state->cv.wait_for(lock, wait, [&] { return state->stop; })) {
+    lock.unlock();
+    const bool open = send_one(*state, seq);
+    lock.lock();
+    if (!open) return;
+    wait = state->options.interval;
+  }
+}
+
+bool KvStream::send_one(State& state, uint64_t& seq) {
+  if (state.channel->queued_bytes() > state.options.max_queued) return true;
+  actors::KvSnapshot snap = state.engine->kv_snapshot();
+  if (snap.pool.total_blocks == 0) return true;  // the scheduler has not published yet
+  std::string frame = kv_frame(snap, state.engine->stats(), seq, state.mine());
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    if (state.stop) return true;
+  }
+  if (!state.channel->send_text(std::move(frame))) return false;
+  ++seq;
+  return true;
+}
+
+}  // namespace pagoda::net
