@@ -333,7 +333,9 @@ TEST(SchedulerCore, FinishRules) {
   h.run_all();
   EXPECT_EQ(h.got(2, 0), want);
   for (size_t i = 0; i < 3 && i < h.got(2, 0).size(); ++i) EXPECT_NE(h.got(2, 0)[i], first);
-  if (h.fin(2, 0) == FinishReason::stop) EXPECT_EQ(h.got(2, 0).back(), first);
+  if (h.fin(2, 0) == FinishReason::stop) {
+    EXPECT_EQ(h.got(2, 0).back(), first);
+  }
   h.expect_all_blocks_back();
 }
 
