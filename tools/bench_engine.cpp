@@ -17,8 +17,9 @@
 //                 64), each on a fresh engine with prefix caching OFF, so the
 //                 independent ones cannot share the prompt through the cache;
 //                 peak used blocks of each.
-//   parallel_mixed: the same over 6 prompts of random length 32..640 (max_tokens
-//                 48): 6 n = 4 groups vs 24 independent requests, concurrently.
+//   parallel_mixed: the same over 6 prompts of random length --mixed-min ..
+//                 --mixed-max (default 32..640; max_tokens --mixed-tokens, 48):
+//                 6 n = 4 groups vs 24 independent requests, concurrently.
 //   contiguous  : the same load on a contiguous-layout engine with the same
 //                 --kv-blocks (equal KV memory), per max_model_len in
 //                 --contiguous-lens; run for --steps steps (admission is
@@ -54,6 +55,7 @@ struct Args {
   std::string model;
   int32_t prompts = 48, kv_blocks = 1024, block_size = 16, steps = 40;
   std::vector<int32_t> contiguous_lens = {8192, 2048};
+  int32_t mixed_min = 32, mixed_max = 640, mixed_tokens = 48;  // parallel_mixed load
   std::string rows = "load,parallel,parallel_mixed,contiguous,beam";
   bool row(const std::string& name) const { return ("," + rows + ",").find("," + name + ",") != std::string::npos; }
 };
@@ -70,6 +72,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--block-size") a.block_size = std::stoi(v);
     else if (k == "--steps") a.steps = std::stoi(v);
     else if (k == "--rows") a.rows = v;
+    else if (k == "--mixed-min") a.mixed_min = std::stoi(v);
+    else if (k == "--mixed-max") a.mixed_max = std::stoi(v);
+    else if (k == "--mixed-tokens") a.mixed_tokens = std::stoi(v);
     else if (k == "--contiguous-lens") {
       a.contiguous_lens.clear();
       std::stringstream ss(v);
@@ -174,7 +179,8 @@ void parallel_row(const Args& a) {
       group, apart, apart ? 1.0 - double(group) / double(apart) : 0.0);
 }
 
-// The same comparison over a mixed-length load: 6 random prompts of 32..640
+// The same comparison over a mixed-length load: 6 random prompts of
+// --mixed-min..--mixed-max tokens (default 32..640)
 // tokens, each once as an n = 4 group and once as 4 independent requests
 // (all requests of a case run concurrently on one fresh engine).
 void parallel_mixed_row(const Args& a) {
@@ -184,15 +190,15 @@ void parallel_mixed_row(const Args& a) {
   const int bs = a.block_size;
   for (int p = 0; p < 6; ++p) {
     GenerateRequest r;
-    const int len = 32 + int(rng() % 609);
+    const int len = a.mixed_min + int(rng() % uint32_t(a.mixed_max - a.mixed_min + 1));
     for (int k = 0; k < len; ++k) r.prompt_ids.push_back(int32_t(100 + rng() % 20000));
     prompt_tokens += len;
     // The fewest blocks any paged layout can hold at the end: the prompt's
     // full blocks shared, and per sample its own partly filled prompt block
     // (written by its first token) plus its output.
-    bound += len / bs + 4 * ((len % bs + 48 + bs - 1) / bs);
+    bound += len / bs + 4 * ((len % bs + a.mixed_tokens + bs - 1) / bs);
     r.sampling.temperature = 0.8f;
-    r.sampling.max_tokens = 48;
+    r.sampling.max_tokens = a.mixed_tokens;
     r.sampling.ignore_eos = true;
     r.sampling.seed = 1000 + uint64_t(p);
     for (int i = 0; i < 4; ++i) {
@@ -205,10 +211,10 @@ void parallel_mixed_row(const Args& a) {
   const int32_t group = peak_blocks(a, groups);
   const int32_t apart = peak_blocks(a, independent);
   std::printf(
-      "  \"parallel_mixed\": {\"prompts\": 6, \"prompt_tokens\": %lld, \"max_tokens\": 48, "
+      "  \"parallel_mixed\": {\"prompts\": 6, \"prompt_tokens\": %lld, \"max_tokens\": %d, "
       "\"prefix_caching\": false, \"n4_peak_blocks\": %d, \"n4_lower_bound_blocks\": %lld, "
       "\"independent4_peak_blocks\": %d, \"ratio\": %.3f, \"bound_ratio\": %.3f},\n",
-      (long long)prompt_tokens, group, (long long)bound, apart, apart ? double(group) / double(apart) : 0.0,
+      (long long)prompt_tokens, a.mixed_tokens, group, (long long)bound, apart, apart ? double(group) / double(apart) : 0.0,
       apart ? double(bound) / double(apart) : 0.0);
 }
 
