@@ -180,8 +180,7 @@ void parallel_row(const Args& a) {
 }
 
 // The same comparison over a mixed-length load: 6 random prompts of
-// --mixed-min..--mixed-max tokens (default 32..640)
-// tokens, each once as an n = 4 group and once as 4 independent requests
+// --mixed-min..--mixed-max tokens (default 32..640), each once as an n = 4 group and once as 4 independent requests
 // (all requests of a case run concurrently on one fresh engine).
 void parallel_mixed_row(const Args& a) {
   std::mt19937 rng(13);
