@@ -16,6 +16,7 @@
 
 #include "formats_test_util.hpp"
 #include "net/api_routes.hpp"
+#include "server_engine_options.hpp"
 
 namespace pagoda::net {
 
@@ -105,13 +106,7 @@ class ApiFixture : public ::testing::Test {
   static void SetUpTestSuite() {
     const std::string path = test::real_model_path();
     if (path.empty()) return;
-    actors::EngineOptions o;
-    o.model_path = path;
-    o.backend = gpu::BackendKind::kCpu;
-    o.precision = model::WeightPrecision::kQuantized;
-    o.kv_cache_bytes = 64 << 20;
-    o.max_num_seqs = 32;
-    o.max_num_batched_tokens = 256;
+    actors::EngineOptions o = test::server_engine_options(path);
     o.max_model_len = 1024;
     auto engine = actors::Engine::start(o);
     ASSERT_TRUE(engine) << engine.error().message;

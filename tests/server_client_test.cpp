@@ -15,6 +15,7 @@
 #include "actors/engine.hpp"
 #include "net/api_routes.hpp"
 #include "net/http_server.hpp"
+#include "server_engine_options.hpp"
 #include "tests/http_client_util.hpp"
 
 namespace pagoda::net {
@@ -35,14 +36,7 @@ class ServerClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!std::filesystem::exists(model_path())) return;
-    actors::EngineOptions o;
-    o.model_path = model_path();
-    o.backend = gpu::BackendKind::kCpu;
-    o.precision = model::WeightPrecision::kQuantized;
-    o.kv_cache_bytes = 64 << 20;
-    o.max_num_seqs = 32;
-    o.max_num_batched_tokens = 256;
-    auto engine = actors::Engine::start(o);
+    auto engine = actors::Engine::start(test::server_engine_options(model_path()));
     ASSERT_TRUE(engine.ok()) << engine.error().message;
     ctx_ = std::make_shared<ServerContext>();
     ctx_->options.port = 0;

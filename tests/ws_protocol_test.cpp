@@ -29,6 +29,7 @@
 #include "formats_test_util.hpp"
 #include "net/server_context.hpp"
 #include "net/ws_protocol.hpp"
+#include "server_engine_options.hpp"
 #include "ws_fake_channel.hpp"
 
 namespace pagoda::net {
@@ -56,14 +57,7 @@ class WsProtocolTest : public ::testing::Test {
   static void SetUpTestSuite() {
     const std::string path = ::pagoda::test::real_model_path();
     if (path.empty()) return;
-    actors::EngineOptions o;
-    o.model_path = path;
-    o.backend = gpu::BackendKind::kCpu;
-    o.precision = model::WeightPrecision::kQuantized;
-    o.kv_cache_bytes = 64 << 20;
-    o.max_num_seqs = 32;
-    o.max_num_batched_tokens = 256;
-    auto e = actors::Engine::start(o);
+    auto e = actors::Engine::start(::pagoda::test::server_engine_options(path));
     ASSERT_TRUE(e.ok()) << e.error().message;
     engine_ = std::shared_ptr<actors::Engine>(std::move(e).value());
   }
