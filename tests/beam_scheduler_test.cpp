@@ -15,6 +15,7 @@
 #include "actors/beam_search.hpp"
 #include "actors/scheduler_core.hpp"
 #include "beam_toy_model.hpp"
+#include "fake_kv_cache.hpp"
 
 namespace pagoda::actors {
 namespace {
@@ -29,26 +30,14 @@ constexpr TokenId kEos = 2;
 class FakeExecutor {
  public:
   FakeExecutor(int32_t num_blocks, int32_t block_size, uint64_t salt)
-      : bs_(block_size), salt_(salt), kv_(size_t(num_blocks) * size_t(block_size), -1) {}
+      : salt_(salt), kv_(num_blocks, block_size) {}
 
   StepResult run(const StepPlan& plan) {
-    for (const BlockCopy& c : plan.copies) {
-      std::copy_n(kv_.begin() + c.src * bs_, bs_, kv_.begin() + c.dst * bs_);
-    }
-    for (const PlanEntry& e : plan.entries) {
-      for (size_t i = 0; i < e.tokens.size(); ++i) {
-        const int32_t pos = e.num_cached + int32_t(i);
-        kv_[size_t(e.block_table[size_t(pos / bs_)] * bs_ + pos % bs_)] = e.tokens[i];
-      }
-    }
+    kv_.write(plan);
     StepResult r;
     r.step_id = plan.step_id;
     for (const PlanSample& s : plan.samples) {
-      const PlanEntry& e = plan.entries[size_t(s.entry)];
-      std::vector<TokenId> ctx;
-      for (int32_t p = 0; p < e.num_cached + int32_t(e.tokens.size()); ++p) {
-        ctx.push_back(kv_[size_t(e.block_table[size_t(p / bs_)] * bs_ + p % bs_)]);
-      }
+      const std::vector<TokenId> ctx = kv_.context(plan, s);
       std::vector<BeamToken> top = toy_top(ctx, salt_, std::max(1, s.params.num_top_logprobs));
       SampleOutput o;
       o.seq = s.seq;
@@ -64,9 +53,8 @@ class FakeExecutor {
   }
 
  private:
-  int32_t bs_;
   uint64_t salt_;
-  std::vector<TokenId> kv_;
+  test::FakeKvCache kv_;
 };
 
 constexpr int32_t kMaxModelLen = 128;

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "actors/scheduler_core.hpp"
+#include "fake_kv_cache.hpp"
 
 namespace pagoda::actors {
 namespace {
@@ -39,38 +40,23 @@ TokenId draw(std::span<const TokenId> ctx, uint64_t seed, uint64_t step,
 
 class FakeExecutor {
  public:
-  FakeExecutor(int32_t num_blocks, int32_t block_size)
-      : bs_(block_size), kv_(size_t(num_blocks) * size_t(block_size), -1) {}
+  FakeExecutor(int32_t num_blocks, int32_t block_size) : kv_(num_blocks, block_size) {}
 
   StepResult run(const StepPlan& plan) {
-    for (const BlockCopy& c : plan.copies) {
-      std::copy_n(kv_.begin() + c.src * bs_, bs_, kv_.begin() + c.dst * bs_);
-    }
-    for (const PlanEntry& e : plan.entries) {
-      for (size_t i = 0; i < e.tokens.size(); ++i) {
-        const int32_t pos = e.num_cached + int32_t(i);
-        kv_[size_t(e.block_table[size_t(pos / bs_)] * bs_ + pos % bs_)] = e.tokens[i];
-      }
-    }
+    kv_.write(plan);
     StepResult r;
     r.step_id = plan.step_id;
     for (const PlanSample& s : plan.samples) {
-      const PlanEntry& e = plan.entries[size_t(s.entry)];
-      std::vector<TokenId> ctx;
-      for (int32_t p = 0; p < e.num_cached + int32_t(e.tokens.size()); ++p) {
-        ctx.push_back(kv_[size_t(e.block_table[size_t(p / bs_)] * bs_ + p % bs_)]);
-      }
       SampleOutput o;
       o.seq = s.seq;
-      o.token = draw(ctx, s.params.seed, s.params.step, s.banned);
+      o.token = draw(kv_.context(plan, s), s.params.seed, s.params.step, s.banned);
       r.samples.push_back(o);
     }
     return r;
   }
 
  private:
-  int32_t bs_;
-  std::vector<TokenId> kv_;
+  test::FakeKvCache kv_;
 };
 
 // The tokens banned while the output is shorter than min_tokens.
