@@ -264,6 +264,30 @@ TEST(Engine, StopStringCutsTheTextAndFinishes) {
   expect_blocks_back(**e);
 }
 
+// min_tokens masks EOS from sampling (vLLM's semantics): a chat reply that
+// ends early by itself goes on past its EOS, identical up to that point.
+TEST(Engine, MinTokensMasksEosUntilReached) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  auto e = Engine::start(base_options(path, model::WeightPrecision::kQuantized));
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  GenerateRequest r;
+  r.messages = {{"user", "Say hi."}};
+  r.sampling = greedy(48);
+  r.sampling.ignore_eos = false;
+  const SampleResult free_run = (*e)->generate({r})[0].samples.at(0);
+  ASSERT_EQ(free_run.finish, FinishReason::stop) << "the reply should end by itself";
+  const size_t ended = free_run.token_ids.size();  // EOS included
+  ASSERT_LT(ended, 30u) << "the reply should end before min_tokens";
+  r.sampling.min_tokens = 30;
+  const SampleResult held = (*e)->generate({r})[0].samples.at(0);
+  ASSERT_GE(held.token_ids.size(), 30u);
+  const int32_t eos = free_run.token_ids.back();
+  for (size_t i = 0; i < 29; ++i) EXPECT_NE(held.token_ids[i], eos) << "token " << i;
+  EXPECT_TRUE(std::equal(free_run.token_ids.begin(), free_run.token_ids.end() - 1, held.token_ids.begin()))
+      << "identical up to where the free run stopped";
+  expect_blocks_back(**e);
+}
+
 // Keeps every delta (top candidates included).
 class DeltaSink : public RequestSink {
  public:
