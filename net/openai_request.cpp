@@ -263,7 +263,7 @@ std::optional<ApiError> read_message(size_t index, element v, actors::ChatMessag
   const std::string name = "messages[" + std::to_string(index) + "]";
   simdjson::dom::object obj;
   if (v.get_object().get(obj) != simdjson::SUCCESS) return bad_request(name + " must be an object", "messages");
-  bool have_role = false;
+  bool have_role = false, have_content = false;
   for (auto field : obj) {
     if (field.key == "role") {
       std::string_view role;
@@ -275,12 +275,17 @@ std::optional<ApiError> read_message(size_t index, element v, actors::ChatMessag
       have_role = true;
     } else if (field.key == "content") {
       if (auto e = read_content(index, field.value, msg.content)) return e;
+      have_content = !field.value.is_null();
     } else if (field.key != "name") {
       const std::string bad = name + "." + std::string(field.key);
       return bad_request("unknown field '" + bad + "'", bad);
     }
   }
   if (!have_role) return bad_request(name + ".role is required", name + ".role");
+  // As OpenAI: only an assistant message may omit its content (or send null).
+  if (!have_content && msg.role != "assistant") {
+    return bad_request(name + ".content is required for role '" + msg.role + "'", name + ".content");
+  }
   return std::nullopt;
 }
 
