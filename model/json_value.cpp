@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "model/jinja_strings.hpp"
+#include "model/utf8.hpp"
 
 namespace pagoda::model {
 namespace {
@@ -216,6 +217,41 @@ Result<std::string> to_json(const jinja::Value& v, const JsonDumpOptions& option
   Dumper d(options);
   if (auto r = d.dump(v, 0); !r) return r.error();
   return std::move(d.out);
+}
+
+void append_json_string(std::string& out, std::string_view s, std::string_view replacement) {
+  out.push_back('"');
+  const char* const end = s.data() + s.size();
+  for (const char* p = s.data(); p < end;) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    const char* escape = nullptr;
+    switch (c) {
+      case '"': escape = "\\\""; break;
+      case '\\': escape = "\\\\"; break;
+      case '\n': escape = "\\n"; break;
+      case '\r': escape = "\\r"; break;
+      case '\t': escape = "\\t"; break;
+      case '\b': escape = "\\b"; break;
+      case '\f': escape = "\\f"; break;
+      default: break;
+    }
+    if (escape != nullptr || c < 0x20) {
+      char buf[8];
+      if (escape == nullptr) std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += escape != nullptr ? escape : buf;
+      ++p;
+      continue;
+    }
+    const utf8::Decoded d = utf8::decode(p, end);
+    if (!d.valid) {
+      out += replacement;  // one per invalid byte
+      ++p;
+      continue;
+    }
+    out.append(p, d.len);
+    p += d.len;
+  }
+  out.push_back('"');
 }
 
 }  // namespace pagoda::model

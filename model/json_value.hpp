@@ -42,4 +42,12 @@ struct JsonDumpOptions {
 
 Result<std::string> to_json(const jinja::Value& v, const JsonDumpOptions& options = {});
 
+// Appends `s` as a JSON string literal, quotes included: '"', '\\' and
+// control characters escaped (\n \r \t \b \f, else \u00XX), other text
+// as is; each byte that is not part of well-formed UTF-8 is written as
+// `replacement` (default: U+FFFD's UTF-8 bytes; "\\ufffd" gives the escape).
+// Shared by every JSON writer outside to_json (model inspection, net/).
+void append_json_string(std::string& out, std::string_view s,
+                        std::string_view replacement = "\xEF\xBF\xBD");
+
 }  // namespace pagoda::model

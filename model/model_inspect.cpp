@@ -2,7 +2,6 @@
 
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <utility>
@@ -10,6 +9,7 @@
 
 #include "model/dequant.hpp"
 #include "model/gguf_file.hpp"
+#include "model/json_value.hpp"
 #include "model/model_config.hpp"
 #include "model/safetensors_file.hpp"
 
@@ -18,34 +18,6 @@ namespace pagoda::model {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when invalid.
-size_t utf8_sequence_length(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  size_t n = 0;
-  uint32_t min = 0;
-  if (c < 0x80) return 1;
-  if ((c & 0xE0) == 0xC0) {
-    n = 2;
-    min = 0x80;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 3;
-    min = 0x800;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 4;
-    min = 0x10000;
-  } else
-    return 0;
-  if (i + n > s.size()) return 0;
-  uint32_t cp = c & (0x7F >> n);
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
 
 std::string number(double v) {
   if (!std::isfinite(v)) return "null";
@@ -163,36 +135,9 @@ Result<std::string> inspect_safetensors(const std::string& path) {
 }  // namespace
 
 std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    const size_t n = utf8_sequence_length(s, i);
-    if (n == 0) {
-      out += "\\ufffd";  // invalid UTF-8 byte
-      ++i;
-      continue;
-    }
-    if (n > 1) {
-      out.append(s.substr(i, n));
-    } else if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-    i += n;
-  }
-  return out + "\"";
+  std::string out;
+  append_json_string(out, s, "\\ufffd");
+  return out;
 }
 
 Result<std::string> inspect_model_json(const std::string& model_path) {
