@@ -17,10 +17,8 @@
 #include <sstream>
 
 #include "actors/engine.hpp"
-#include "model/chat_template.hpp"
 #include "model/json_value.hpp"
 #include "model/model_inspect.hpp"
-#include "model/model_text.hpp"
 #include "net/cli.hpp"
 
 namespace pagoda::net {
@@ -35,26 +33,6 @@ struct GenerateArgs {
   bool chat = false, json = false;
   bool n_given = false;  // --n on the command line (beam search: else n = beam width)
 };
-
-// The prompt's ids: raw text with the model's BOS rule, or (--chat) one user
-// message rendered with the model's chat template (which adds its own tokens).
-Result<std::vector<int32_t>> prompt_ids(const std::string& prompt, bool chat,
-                                        const model::ModelText& text) {
-  if (!chat) return text.tokenizer->encode(prompt, true);
-  if (text.chat_template.empty()) return make_error("the model has no chat template");
-  Result<model::ChatTemplate> tmpl = model::ChatTemplate::compile(text.chat_template);
-  if (!tmpl) return tmpl.error();
-  model::jinja::Dict message;
-  message.set(model::jinja::Value::string("role"), model::jinja::Value::string("user"));
-  message.set(model::jinja::Value::string("content"), model::jinja::Value::string(prompt));
-  model::ChatRenderInput input;
-  input.messages = model::jinja::Value::list({model::jinja::Value::dict(std::move(message))});
-  input.bos_token = text.bos_token;
-  input.eos_token = text.eos_token;
-  Result<std::string> rendered = tmpl->render(input);
-  if (!rendered) return rendered.error();
-  return text.tokenizer->encode(*rendered, false);
-}
 
 // The prompt texts: --prompt, or one per line of --prompts (JSON string or
 // {"prompt": string}); blank lines are skipped.
@@ -215,19 +193,25 @@ Result<void> run_generate(GenerateArgs a) {
   if (Result<void> ok = a.sampling.validate(); !ok) return ok.error();
   Result<std::vector<std::string>> prompts = read_prompts(a);
   if (!prompts) return prompts.error();
-  Result<model::ModelText> text = model::load_model_text(a.model);
-  if (!text) return text.error();
+  Result<std::unique_ptr<actors::Engine>> engine = start_engine(a);
+  if (!engine) return engine.error();
+  // The ids the engine will run (raw text with the model's BOS rule, or with
+  // --chat one user message through the chat template), printed with --json.
   std::vector<actors::GenerateRequest> requests;
   for (const std::string& p : *prompts) {
-    Result<std::vector<int32_t>> ids = prompt_ids(p, a.chat, *text);
-    if (!ids) return make_error(a.model + ": " + ids.error().message);
     actors::GenerateRequest request;
+    if (a.chat) {
+      request.messages = {{"user", p}};
+    } else {
+      request.prompt = p;
+    }
+    Result<std::vector<int32_t>> ids = (*engine)->tokenize(request);
+    if (!ids) return make_error(a.model + ": " + ids.error().message);
+    request = actors::GenerateRequest{};
     request.prompt_ids = std::move(*ids);
     request.sampling = a.sampling;
     requests.push_back(std::move(request));
   }
-  Result<std::unique_ptr<actors::Engine>> engine = start_engine(a);
-  if (!engine) return engine.error();
   if (a.sampling.beam_width > 0) {
     run_beams(**engine, std::move(requests), *prompts, a.json);
     return {};
