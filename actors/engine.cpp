@@ -41,8 +41,7 @@ struct Engine::Impl {
   // spawn (callers' threads just anon_send, which pins nothing).
   std::thread owner;
   std::promise<void> stop;
-  std::atomic<bool> stopped{false};  // shutdown() began: submit refuses
-  std::mutex actors_mutex;           // guards `scheduler` for foreign threads' sends
+  std::mutex actors_mutex;  // guards `scheduler` (null after shutdown: submit fails) for foreign threads
   std::mutex shutdown_mutex;
 };
 
@@ -145,7 +144,6 @@ void Engine::shutdown() {
   if (!impl_) return;
   std::lock_guard<std::mutex> lock(impl_->shutdown_mutex);
   if (!impl_->owner.joinable()) return;
-  impl_->stopped.store(true);
   impl_->stop.set_value();
   impl_->owner.join();
 }
@@ -161,10 +159,6 @@ void RequestHandle::cancel() {
 }
 
 RequestHandle Engine::submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) {
-  if (impl_->stopped.load()) {
-    sink->on_error("the engine is shut down");
-    return {};
-  }
   if (!request.sampling.seed) {
     std::lock_guard<std::mutex> lock(impl_->seeds_mutex);
     request.sampling.seed = impl_->seeds();

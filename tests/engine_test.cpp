@@ -389,6 +389,22 @@ TEST(Engine, ShutsDownWithRequestsInFlight) {
   EXPECT_EQ(ended->load(), int(prompts.size())) << "every stream gets on_done or on_error";
 }
 
+TEST(Engine, SubmitAfterShutdownFailsThroughTheSink) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  auto e = Engine::start(base_options(path, model::WeightPrecision::kQuantized));
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  (*e)->shutdown();
+  (*e)->shutdown();  // idempotent
+  auto sink = std::make_shared<DeltaSink>();
+  GenerateRequest r;
+  r.prompt = "Hello";
+  r.sampling = greedy(4);
+  (*e)->submit(r, sink);
+  auto done = sink->done.get_future();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_FALSE(done.get()) << "on_error, not on_done";
+}
+
 TEST(Engine, ReportsBadRequestsThroughTheSink) {
   PAGODA_REQUIRE_REAL_MODEL(path);
   auto e = Engine::start(base_options(path, model::WeightPrecision::kQuantized));
