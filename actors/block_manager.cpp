@@ -109,6 +109,7 @@ Result<Allocation> BlockManager::allocate(SeqId seq, std::span<const TokenId> pr
   s.num_tokens = int32_t(hit_tokens);
   s.chain_hash = m.hash;
   s.chain_parent = m.parent;
+  s.hashed_blocks = m.blocks;
   Allocation a;
   a.num_cached_tokens = int32_t(hit_tokens);
   a.slots.reserve(size_t(chunk));
@@ -183,6 +184,7 @@ Result<void> BlockManager::append_slots(SeqId seq, std::span<const TokenId> toke
     const BlockId src = s.table.back();
     const BlockId dst = take_block();
     std::ranges::copy(pool_.tokens(src), pool_.tokens(dst).begin());
+    pool_.add_fill(dst, pool_.fill(src));
     pool_.unref(src);  // still >= 1: the sharers keep it
     s.table.back() = dst;
     out.copies.push_back(BlockCopy{src, dst});
@@ -190,6 +192,45 @@ Result<void> BlockManager::append_slots(SeqId seq, std::span<const TokenId> toke
   out.slots.reserve(out.slots.size() + tokens.size());
   write_tokens(s, tokens, out.slots);
   return {};
+}
+
+Result<void> BlockManager::append_pending(SeqId seq, int32_t n, AppendResult& out) {
+  if (n <= 0) return {};
+  const std::vector<TokenId> placeholders(size_t(n), kPendingToken);
+  return append_slots(seq, placeholders, out);
+}
+
+Result<void> BlockManager::commit(SeqId seq, int32_t position, TokenId token) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return seq_error(seq, "is unknown (commit)");
+  SeqState& s = it->second;
+  const int32_t bs = block_size();
+  if (position < 0 || position >= s.num_tokens || token < 0) {
+    return seq_error(seq, "has no such pending position");
+  }
+  TokenId& slot = pool_.tokens(s.table[size_t(position / bs)])[size_t(position % bs)];
+  if (slot != kPendingToken) return seq_error(seq, "has no pending token at that position");
+  slot = token;
+  s.num_pending--;
+  if (caching()) advance_chain(s);
+  return {};
+}
+
+int32_t BlockManager::num_pending(SeqId seq) const {
+  auto it = seqs_.find(seq);
+  return it == seqs_.end() ? 0 : it->second.num_pending;
+}
+
+int32_t BlockManager::unregister(std::span<const BlockRef> blocks) {
+  int32_t n = 0;
+  for (const BlockRef& r : blocks) n += pool_.unregister(r) ? 1 : 0;
+  return n;
+}
+
+std::vector<BlockRef> BlockManager::take_registered() {
+  std::vector<BlockRef> out;
+  out.swap(registered_);
+  return out;
 }
 
 Result<AppendResult> BlockManager::append_slots(SeqId seq, std::span<const TokenId> tokens) {
@@ -202,15 +243,31 @@ Result<AppendResult> BlockManager::append_slots(SeqId seq, std::span<const Token
 // partly filled, is held by s alone.
 void BlockManager::write_tokens(SeqState& s, std::span<const TokenId> tokens,
                                 std::vector<Slot>& slots) {
+  for (TokenId t : tokens) put_slot(s, t, slots);
+}
+
+void BlockManager::put_slot(SeqState& s, TokenId t, std::vector<Slot>& slots) {
   const int32_t bs = block_size();
-  for (TokenId t : tokens) {
-    const int32_t off = s.num_tokens % bs;
-    if (off == 0 && paged()) s.table.push_back(take_block());
-    const BlockId b = s.table[size_t(s.num_tokens / bs)];
-    pool_.tokens(b)[size_t(off)] = t;
-    slots.push_back(Slot(b) * bs + off);
-    s.num_tokens++;
-    if (off + 1 == bs && caching()) on_block_full(s, b);
+  const int32_t off = s.num_tokens % bs;
+  if (off == 0 && paged()) s.table.push_back(take_block());
+  const BlockId b = s.table[size_t(s.num_tokens / bs)];
+  pool_.tokens(b)[size_t(off)] = t;
+  pool_.add_fill(b, 1);
+  slots.push_back(Slot(b) * bs + off);
+  s.num_tokens++;
+  if (t == kPendingToken) s.num_pending++;
+  if (off + 1 == bs && caching()) advance_chain(s);
+}
+
+// Hashes and registers, in order, the full blocks after the chain's last one
+// that hold no pending slot.
+void BlockManager::advance_chain(SeqState& s) {
+  const int32_t bs = block_size();
+  while ((int64_t(s.hashed_blocks) + 1) * bs <= s.num_tokens) {
+    const BlockId b = s.table[size_t(s.hashed_blocks)];
+    if (std::ranges::find(pool_.tokens(b), kPendingToken) != pool_.tokens(b).end()) return;
+    on_block_full(s, b);
+    s.hashed_blocks++;
   }
 }
 
@@ -230,6 +287,7 @@ void BlockManager::on_block_full(SeqState& s, BlockId b) {
     s.chain_broken = true;
     return;
   }
+  if (*canonical == b) registered_.push_back(pool_.identity(b));
   s.chain_parent = pool_.identity(*canonical);
 }
 
@@ -246,6 +304,7 @@ Result<std::vector<BlockCopy>> BlockManager::fork(SeqId parent, SeqId child) {
   auto it = seqs_.find(parent);
   if (it == seqs_.end()) return seq_error(parent, "is unknown (fork parent)");
   if (seqs_.contains(child)) return seq_error(child, "already exists (fork child)");
+  if (it->second.num_pending > 0) return seq_error(parent, "has pending tokens (fork parent)");
   if (!paged()) return fork_contiguous(it->second, child);
   SeqState s = it->second;
   for (BlockId b : s.table) pool_.ref(b);
@@ -269,6 +328,7 @@ Result<std::vector<BlockCopy>> BlockManager::fork_contiguous(const SeqState& par
     if (i < filled) {
       const BlockId src = parent.table[size_t(i)];
       std::ranges::copy(pool_.tokens(src), pool_.tokens(b).begin());
+      pool_.add_fill(b, pool_.fill(src));
       copies.push_back(BlockCopy{src, b});
     }
   }
@@ -353,6 +413,11 @@ Result<void> BlockManager::check_tables() const {
       if (pool_.is_registered(b) && fill != bs) {
         return seq_error(id, "holds a registered block that is not full");
       }
+      if (pool_.is_registered(b) &&
+          std::ranges::find(pool_.tokens(b), kPendingToken) != pool_.tokens(b).end()) {
+        return seq_error(id, "holds a registered block with a pending token");
+      }
+      if (pool_.fill(b) != fill) return seq_error(id, "holds a block of the wrong fill");
       if (fill < bs) {
         int32_t& seen = partial_fill[size_t(b)];
         if (seen >= 0 && seen != fill) return seq_error(id, "disagrees on a shared block's fill");

@@ -32,6 +32,14 @@
 // blocks in the same step). Never free a sequence whose returned slots were not
 // computed: its full blocks would stay cached with unwritten contents.
 //
+// Pending tokens (scheduling one step ahead): append_pending() books slots
+// whose token ids are not known yet (the step in flight samples them). A
+// block holding a pending slot is not hashed or registered until commit()
+// gives the id; blocks are registered strictly in order, so a chain waits
+// for its first pending block. A sequence freed with pending slots simply
+// leaves those blocks unregistered. fork() refuses a parent with pending
+// slots.
+//
 // Costs: append is O(1) amortized per token (a full block is hashed once,
 // O(block_size)); allocate is O(prompt length). Not thread-safe: one owner
 // (the block-manager actor).
@@ -139,6 +147,13 @@ class BlockManager {
   // cleared, so one buffer can collect a whole batch).
   Result<void> append_slots(SeqId seq, std::span<const TokenId> tokens, AppendResult& out);
   Result<AppendResult> append_slots(SeqId seq, std::span<const TokenId> tokens);
+  // Books n slots whose token ids come later through commit(). Same capacity
+  // rules as append_slots.
+  Result<void> append_pending(SeqId seq, int32_t n, AppendResult& out);
+  // The id of the pending token at `position` of seq; registers the blocks
+  // this completes. Errors: unknown seq, or position not a pending slot.
+  Result<void> commit(SeqId seq, int32_t position, TokenId token);
+  int32_t num_pending(SeqId seq) const;  // 0 if unknown
 
   bool can_fork(SeqId parent, int32_t num_children = 1) const;
   // Creates `child` (new id) sharing all of parent's blocks. Returns the block
@@ -159,6 +174,12 @@ class BlockManager {
   int32_t num_free_blocks() const { return pool_.num_free_blocks(); }
   int32_t num_cached_blocks() const { return pool_.num_cached_blocks(); }
   int32_t num_used_blocks() const { return pool_.num_used_blocks(); }
+  // Slots booked in used blocks (a shared block counts once): O(1).
+  int64_t stored_tokens() const { return pool_.stored_tokens(); }
+  // Removes blocks from the prefix cache (see BlockPool::unregister).
+  int32_t unregister(std::span<const BlockRef> blocks);
+  // Blocks registered since the last call (for a step's registration log).
+  std::vector<BlockRef> take_registered();
   int32_t watermark_blocks() const { return watermark_blocks_; }
   PrefixCacheStats prefix_cache_stats() const;
   const BlockManagerConfig& config() const { return config_; }
@@ -178,6 +199,8 @@ class BlockManager {
     uint64_t chain_hash = kRootBlockHash;  // hash of the last full block
     BlockRef chain_parent = kRootParent;   // registered block standing for it
     bool chain_broken = false;             // no further blocks get registered
+    int32_t hashed_blocks = 0;             // leading full blocks the chain has passed
+    int32_t num_pending = 0;               // slots booked without a token id yet
   };
   struct PrefixMatch {
     int32_t blocks = 0;
@@ -194,6 +217,9 @@ class BlockManager {
   PrefixMatch match_prefix(std::span<const TokenId> prompt, std::vector<BlockId>* out) const;
   int32_t blocks_to_append(const SeqState& s, int32_t n) const;
   void write_tokens(SeqState& s, std::span<const TokenId> tokens, std::vector<Slot>& slots);
+  void write_pending(SeqState& s, int32_t n, std::vector<Slot>& slots);
+  void put_slot(SeqState& s, TokenId t, std::vector<Slot>& slots);
+  void advance_chain(SeqState& s);
   void on_block_full(SeqState& s, BlockId b);
   Result<Allocation> allocate_contiguous(SeqId seq, std::span<const TokenId> prompt,
                                          int32_t max_new_tokens);
@@ -207,6 +233,10 @@ class BlockManager {
   BlockPool pool_;
   std::unordered_map<SeqId, SeqState> seqs_;
   PrefixCacheStats stats_;
+  std::vector<BlockRef> registered_;  // since take_registered()
 };
+
+// The token id a pending slot holds until commit().
+inline constexpr TokenId kPendingToken = -2;
 
 }  // namespace pagoda::actors

@@ -39,6 +39,7 @@ std::optional<BlockId> BlockPool::take() {
   m.ref = 1;
   m.generation++;
   m.parent = kRootParent;
+  m.fill = 0;
   num_used_++;
   return b;
 }
@@ -61,6 +62,7 @@ void BlockPool::ref(BlockId b) {
     lru_unlink(b);
     num_cached_--;
     num_used_++;
+    stored_ += m.fill;
   }
   m.ref++;
 }
@@ -70,13 +72,37 @@ void BlockPool::unref(BlockId b) {
   assert(m.ref > 0);
   if (--m.ref > 0) return;
   num_used_--;
+  stored_ -= m.fill;
   if (m.registered) {
     lru_push_back(b);
     num_cached_++;
   } else {
     free_.push_back(b);
     m.in_free_list = true;
+    m.fill = 0;
   }
+}
+
+void BlockPool::add_fill(BlockId b, int32_t n) {
+  Meta& m = meta_[size_t(b)];
+  assert(m.ref > 0 && m.fill + n <= block_size_);
+  m.fill += n;
+  stored_ += n;
+}
+
+bool BlockPool::unregister(BlockRef r) {
+  if (!is_live_registered(r)) return false;
+  Meta& m = meta_[size_t(r.id)];
+  by_hash_.erase(m.hash);
+  m.registered = false;
+  if (m.ref == 0) {
+    lru_unlink(r.id);
+    num_cached_--;
+    free_.push_back(r.id);
+    m.in_free_list = true;
+    m.fill = 0;
+  }
+  return true;
 }
 
 std::optional<BlockId> BlockPool::register_full(BlockId b, uint64_t hash, BlockRef parent) {
@@ -197,6 +223,9 @@ Result<void> BlockPool::check_invariants() const {
     }
   }
   if (used != num_used_) return make_error("used count differs from the ref counts");
+  int64_t stored = 0;
+  for (const Meta& m : meta_) stored += m.ref > 0 ? m.fill : 0;
+  if (stored != stored_) return make_error("stored token count differs from the block fills");
   if (num_free_blocks() + num_cached_ + num_used_ != total_blocks()) {
     return make_error("free + cached + used != total");
   }

@@ -17,7 +17,13 @@
 // its parent's identity; a hit must match tokens AND parent, so a 64-bit hash
 // collision can never return a wrong block.
 //
-// Costs: take/ref/unref O(1); register/lookup O(block_size) expected.
+// Fill: the pool counts, per block, the slots written into it (add_fill) and
+// keeps stored_tokens() = the sum of the fills of used blocks, so KV
+// utilisation is O(1) (a block shared by forks counts once). A cached block
+// keeps its fill (it is full); a block that becomes free or is taken starts
+// at 0.
+//
+// Costs: take/ref/unref/unregister O(1); register/lookup O(block_size) expected.
 // Not thread-safe: owned by one BlockManager (one actor).
 #pragma once
 
@@ -60,6 +66,11 @@ class BlockPool {
   // Blocks take() can still hand out: free + cached.
   int32_t num_available_blocks() const { return num_free_blocks() + num_cached_; }
   uint64_t num_evictions() const { return num_evictions_; }
+  // Slots written in used blocks (see Fill above).
+  int64_t stored_tokens() const { return stored_; }
+  // fill(b) += n. Requires b used and fill(b) + n <= block_size.
+  void add_fill(BlockId b, int32_t n);
+  int32_t fill(BlockId b) const { return meta_[size_t(b)].fill; }
 
   // A block with ref_count 1 and a new generation, or nullopt when none is
   // available. Evicting a cached block unregisters it.
@@ -81,6 +92,11 @@ class BlockPool {
   // tokens.size() must be block_size.
   std::optional<BlockId> lookup(uint64_t hash, std::span<const TokenId> tokens,
                                 BlockRef parent) const;
+  // Removes r's block from the prefix cache if r still names its current
+  // registered lifetime (its contents are no longer trusted: the step that
+  // was to write them failed). A cached block becomes free; a used one stays
+  // used, unregistered. Returns whether anything was removed.
+  bool unregister(BlockRef r);
 
   // The token ids written into block b's slots ([block_size]).
   std::span<TokenId> tokens(BlockId b) {
@@ -113,6 +129,7 @@ class BlockPool {
     uint64_t hash = 0;
     BlockRef parent;          // valid while registered
     uint64_t generation = 0;  // bumped by take()
+    int32_t fill = 0;         // slots written (see Fill)
     BlockId lru_prev = -1, lru_next = -1;
   };
 
@@ -130,6 +147,7 @@ class BlockPool {
   int32_t num_cached_ = 0;
   int32_t num_used_ = 0;
   uint64_t num_evictions_ = 0;
+  int64_t stored_ = 0;  // sum of fill over used blocks
   std::unordered_map<uint64_t, BlockId> by_hash_;  // registered blocks only
 };
 

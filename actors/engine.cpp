@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "actors/block_manager_actor.hpp"
 #include "actors/executor_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/request_actor.hpp"
@@ -27,7 +28,7 @@ struct Engine::Impl {
   EngineOptions options;
   caf::actor_system_config config;            // must outlive the system
   std::unique_ptr<caf::actor_system> system;
-  caf::actor scheduler, executor;
+  caf::actor scheduler, executor, block_manager;
   std::shared_ptr<StatsBox> stats = std::make_shared<StatsBox>();
   std::shared_ptr<const RequestContext> context;
   std::atomic<uint64_t> next_id{1};
@@ -63,7 +64,7 @@ Result<std::shared_ptr<const RequestContext>> make_context(const std::string& pa
   return std::shared_ptr<const RequestContext>(std::move(ctx));
 }
 
-Result<std::shared_ptr<SchedulerCore>> make_core(const EngineOptions& o, const Executor& ex) {
+Result<std::unique_ptr<BlockBooker>> make_booker(const EngineOptions& o, const Executor& ex) {
   BlockManagerConfig bc;
   bc.num_blocks = ex.num_blocks();
   bc.block_size = ex.block_size();
@@ -72,22 +73,34 @@ Result<std::shared_ptr<SchedulerCore>> make_core(const EngineOptions& o, const E
   bc.max_model_len = ex.max_model_len();  // contiguous: the per-sequence reservation
   auto blocks = BlockManager::create(bc);
   if (!blocks) return blocks.error();
+  return std::make_unique<BlockBooker>(std::move(blocks).value());
+}
+
+std::shared_ptr<SchedulerCore> make_core(const EngineOptions& o, const Executor& ex) {
   SchedulerConfig sc;
   sc.max_num_seqs = o.max_num_seqs;
   sc.max_num_batched_tokens = o.max_num_batched_tokens;
   sc.max_model_len = ex.max_model_len();
   sc.eos_token_ids = ex.config().eos_token_ids;
-  return std::make_shared<SchedulerCore>(sc, std::move(blocks).value());
+  sc.max_in_flight = o.async_scheduling ? 2 : 1;
+  return std::make_shared<SchedulerCore>(sc);
 }
 
 // The owner thread: builds the system and the actors, and at `stop` drains
 // and destroys them.
 void run_system(Engine::Impl* impl, std::shared_ptr<Executor> ex,
-                std::shared_ptr<SchedulerCore> core, std::promise<void>* ready) {
+                std::shared_ptr<SchedulerCore> core, std::unique_ptr<BlockBooker> booker,
+                std::promise<void>* ready) {
+  const EngineOptions& o = impl->options;
   impl->system = std::make_unique<caf::actor_system>(impl->config);
-  impl->executor = spawn_executor_actor(*impl->system, std::move(ex));
-  impl->scheduler = spawn_scheduler_actor(*impl->system, std::move(core), impl->executor, impl->stats,
-                                          impl->context);
+  impl->executor = spawn_executor_actor(*impl->system, std::move(ex), o.fault_injector);
+  impl->block_manager = spawn_block_manager_actor(*impl->system, std::move(booker), impl->stats,
+                                                  o.dedicated_engine_threads);
+  SchedulerActorConfig sc;
+  sc.step_timeout_s = o.step_timeout_s;
+  sc.detached = o.dedicated_engine_threads;
+  impl->scheduler = spawn_scheduler_actor(*impl->system, std::move(core), impl->block_manager,
+                                          impl->executor, impl->stats, impl->context, sc);
   ready->set_value();
   impl->stop.get_future().wait();
   {
@@ -99,10 +112,12 @@ void run_system(Engine::Impl* impl, std::shared_ptr<Executor> ex,
         .receive([](bool) {}, [](caf::error&) {});
   }
   caf::anon_send_exit(impl->scheduler, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(impl->block_manager, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl->executor, caf::exit_reason::user_shutdown);
   {
     std::lock_guard<std::mutex> lock(impl->actors_mutex);
     impl->scheduler = nullptr;
+    impl->block_manager = nullptr;
     impl->executor = nullptr;
   }
   impl->system->await_all_actors_done();
@@ -121,8 +136,9 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options) {
   if (!ex) return ex.error();
   auto ctx = make_context(options.model_path, (*ex)->config().vocab_size);
   if (!ctx) return ctx.error();
+  auto booker = make_booker(options, **ex);
+  if (!booker) return booker.error();
   auto core = make_core(options, **ex);
-  if (!core) return core.error();
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->context = std::move(ctx).value();
@@ -133,7 +149,7 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options) {
   std::promise<void> ready;
   std::future<void> is_ready = ready.get_future();
   impl->owner = std::thread(run_system, impl.get(), std::shared_ptr<Executor>(std::move(ex).value()),
-                            std::move(core).value(), &ready);
+                            std::move(core), std::move(booker).value(), &ready);
   is_ready.wait();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
@@ -155,7 +171,9 @@ int32_t Engine::max_model_len() const { return impl_->max_model_len; }
 void RequestHandle::cancel() {
   if (!scheduler_) return;
   auto strong = caf::actor_cast<caf::actor>(*static_cast<caf::actor_addr*>(scheduler_.get()));
-  if (strong) caf::anon_send<caf::message_priority::high>(strong, abort_atom::value, id_);
+  // Normal priority: FIFO behind the request's own spawn message (a high
+  // priority abort could overtake it and find no request to cancel).
+  if (strong) caf::anon_send(strong, abort_atom::value, id_);
 }
 
 RequestHandle Engine::submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) {
@@ -185,7 +203,7 @@ KvSnapshot Engine::kv_snapshot() {
   // An idle scheduler runs no steps, so ask it to publish (a no-op when the
   // last snapshot is recent); the next call sees the fresh one.
   std::lock_guard<std::mutex> lock(impl_->actors_mutex);
-  if (impl_->scheduler) caf::anon_send(impl_->scheduler, snapshot_atom::value);
+  if (impl_->block_manager) caf::anon_send(impl_->block_manager, snapshot_atom::value);
   return snap;
 }
 

@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,13 @@
 
 namespace pagoda::actors {
 
+// What a fault injector asks of the executor for one plan: fail it (as a
+// device error would) and/or wait first (a hung step).
+struct StepFault {
+  bool fail = false;
+  double delay_s = 0.0;
+};
+
 // The executor's options (model, backend, precision, KV budget, step limits,
 // CPU threads) plus the scheduler's and the actor system's.
 struct EngineOptions : ExecutorOptions {
@@ -44,7 +52,18 @@ struct EngineOptions : ExecutorOptions {
   // prefix caching). Set max_model_len to what a contiguous server would
   // reserve per sequence.
   KvLayout kv_layout = KvLayout::paged;
-  size_t actor_threads = 2;   // CAF cooperative workers
+  size_t actor_threads = 2;   // CAF cooperative workers (request actors)
+  // Schedule one step ahead of execution (placeholders for the ids of the
+  // step in flight); false = lockstep. Outputs are identical either way.
+  bool async_scheduling = true;
+  // The scheduler and block-manager actors get a thread each (detached), so
+  // request actors (detokenizing, stop strings, sinks) never delay a step.
+  bool dedicated_engine_threads = true;
+  // A step the executor has not answered after this many seconds ends its
+  // groups with an error (0: wait forever).
+  double step_timeout_s = 300.0;
+  // Tests: consulted by the executor actor before each plan it runs.
+  std::function<StepFault(uint64_t nth_plan)> fault_injector;
 };
 
 struct ChatMessage {
@@ -141,6 +160,13 @@ struct EngineStats {
   // each step that holds blocks: the last sample and the mean of all samples.
   double kv_utilisation = 0.0, kv_utilisation_mean = 0.0;
   uint64_t kv_utilisation_samples = 0;
+  // Per executed step (sums over timed_steps): wall = from the end of the
+  // previous step to the end of this one, compute = the executor's forward +
+  // sampling, host = wall - compute (the host work on the critical path
+  // between two steps: executor bookkeeping and any wait for the next plan).
+  uint64_t timed_steps = 0;
+  double step_wall_s = 0.0, step_compute_s = 0.0, step_host_s = 0.0;
+  uint64_t failed_steps = 0, timed_out_steps = 0;
 };
 
 // A submitted request. cancel() is idempotent and safe after the end.

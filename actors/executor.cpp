@@ -1,17 +1,15 @@
 #include "actors/executor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 namespace pagoda::actors {
 namespace {
 
-// out_dev_ layout for R rows: tokens [R] | logprobs [R] | top tokens [R, K] | top logprobs [R, K].
-constexpr int32_t kTop = gpu::kMaxTopLogprobs;
-size_t logprobs_at(int32_t r) { return size_t(r) * 4; }
-size_t top_tokens_at(int32_t r) { return size_t(r) * 8; }
-size_t top_logprobs_at(int32_t r) { return size_t(r) * (8 + 4 * kTop); }
-size_t out_bytes(int32_t r) { return size_t(r) * (8 + 8 * kTop); }
+// out_dev_: tokens, logprobs, top tokens, top logprobs for R rows (executor_sampling.cpp).
+size_t out_bytes(int32_t r) { return size_t(r) * (8 + 8 * gpu::kMaxTopLogprobs); }
+constexpr size_t kFailedKept = 16;
 
 }  // namespace
 
@@ -29,6 +27,8 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   lo.max_logits_rows = o.max_num_seqs;
   lo.max_model_len = o.max_model_len;
   lo.block_size = o.block_size;
+  lo.load_format = o.load_format;  // --load-format dummy (model/dummy_weights.hpp)
+  lo.dummy_dtype = o.dummy_dtype;
   lo.attention_partition_size = 0;  // bitwise batch-independent attention
   auto m = model::LlamaModel::load(o.model_path, *ex->backend_, lo);
   if (!m) return m.error();
@@ -39,12 +39,21 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   if (!cache) return cache.error();
   ex->cache_ = std::move(cache).value();
   ex->max_rows_ = o.max_num_seqs;
+  // Sequences the executor may hold at once: the running ones plus those a
+  // later plan releases (one step behind), plus forks of the newest plan.
+  const int32_t rows = 2 * o.max_num_seqs + 8;
+  const int32_t width = (ex->max_model_len() + ex->block_size() - 1) / ex->block_size();
+  auto tables = model::BlockTableArena::create(*ex->backend_, rows, width, ex->num_blocks());
+  if (!tables) return tables.error();
+  ex->tables_.emplace(std::move(tables).value());
+  ex->history_len_ = ex->max_model_len();
+  ex->mirror_ = std::make_unique<SeqMirror>(ex->num_blocks(), ex->block_size(),
+                                                static_cast<SeqMirror::Listener*>(ex.get()));
   if (auto ok = ex->ensure(ex->rows_dev_, size_t(o.max_num_seqs) * sizeof(gpu::SamplingRowParams));
       !ok) {
     return ok.error();
   }
   if (auto ok = ex->ensure(ex->out_dev_, out_bytes(o.max_num_seqs)); !ok) return ok.error();
-  if (auto ok = ex->ensure(ex->history_dev_, 4096 * sizeof(int32_t)); !ok) return ok.error();
   ex->host_out_.resize(out_bytes(o.max_num_seqs));
   return ex;
 }
@@ -59,19 +68,85 @@ Result<void> Executor::ensure(gpu::DeviceBuffer& buf, size_t bytes) {
   return {};
 }
 
-Result<StepResult> Executor::run(const StepPlan& plan) {
-  if (int32_t(plan.samples.size()) > max_rows_) {
-    return make_error("executor: the plan samples more rows than max_num_seqs");
+Result<void> Executor::upload_staged(gpu::DeviceBuffer& dst, size_t offset, const void* src,
+                                     size_t bytes) {
+  if (bytes == 0) return {};
+  const size_t at = (staged_ + 63) / 64 * 64;
+  if (at + bytes > staging_.size()) {
+    // Grows (rarely): what is queued from the old buffer must land first.
+    backend_->synchronize();
+    auto b = backend_->allocate_pinned(std::max(staging_.size() * 2, at + bytes + (64 << 10)));
+    if (!b) return b.error();
+    staging_ = std::move(b).value();
+    staged_ = 0;
+    return upload_staged(dst, offset, src, bytes);
   }
+  std::memcpy(staging_.as<uint8_t>() + at, src, bytes);
+  staged_ = at + bytes;
+  return backend_->upload_async(dst, offset, staging_.as<uint8_t>() + at, bytes);
+}
+
+bool Executor::failed(uint64_t step) const {
+  return std::find(failed_.begin(), failed_.end(), step) != failed_.end();
+}
+
+void Executor::mark_failed(uint64_t step) {
+  failed_.push_back(step);
+  if (failed_.size() > kFailedKept) failed_.erase(failed_.begin());
+}
+
+Result<StepResult> Executor::run(const StepPlan& plan) {
+  if (plan.depends_on != 0 && failed(plan.depends_on)) {
+    mirror_->release(plan);
+    mark_failed(plan.step_id);
+    StepResult r;
+    r.step_id = plan.step_id;
+    r.skipped = true;
+    return r;
+  }
+  auto r = run_step(plan);
+  if (!r) mark_failed(plan.step_id);
+  return r;
+}
+
+void Executor::discard(const StepPlan& plan) {
+  mirror_->release(plan);
+  mark_failed(plan.step_id);
+}
+
+namespace {
+int64_t clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+Result<StepResult> Executor::run_step(const StepPlan& plan) {
+  compute_ns_ = 0;
+  staged_ = 0;  // the previous step's download synchronized
+  if (int32_t(plan.samples.size()) > max_rows_ || int32_t(plan.entries.size()) > max_rows_) {
+    return make_error("executor: the plan has more rows than max_num_seqs");
+  }
+  if (auto ok = mirror_->begin(plan, tokens_); !ok) return ok.error();
+  if (auto ok = tables_->sync(*backend_); !ok) return ok.error();
   if (auto ok = run_copies(plan); !ok) return ok.error();
   StepResult out;
   out.step_id = plan.step_id;
   if (plan.entries.empty()) return out;
   build_batch(plan);
+  const int64_t t0 = clock_ns();
   auto logits = model_->forward_device(batch_, cache_);
   if (!logits) return logits.error();
+  compute_ns_ = clock_ns() - t0;
+  if (auto ok = mirror_->forks(plan); !ok) return ok.error();
   if (plan.samples.empty()) return out;
+  const int64_t t1 = clock_ns();
   if (auto ok = sample(plan, *logits, out); !ok) return ok.error();
+  compute_ns_ += clock_ns() - t1;
+  sampled_.clear();
+  for (const SampleOutput& s : out.samples) sampled_.push_back(s.token);
+  mirror_->record(plan, sampled_);
   return out;
 }
 
@@ -79,90 +154,49 @@ Result<void> Executor::run_copies(const StepPlan& plan) {
   if (plan.copies.empty()) return {};
   pairs_.clear();
   for (const BlockCopy& c : plan.copies) {
+    if (c.src < 0 || c.src >= num_blocks() || c.dst < 0 || c.dst >= num_blocks()) {
+      return make_error("executor: a block copy names a block outside the cache");
+    }
     pairs_.push_back(c.src);
     pairs_.push_back(c.dst);
   }
   const size_t bytes = pairs_.size() * sizeof(int32_t);
   if (auto ok = ensure(pairs_dev_, bytes); !ok) return ok;
-  if (auto ok = backend_->upload(pairs_dev_, 0, pairs_.data(), bytes); !ok) return ok;
+  if (auto ok = upload_staged(pairs_dev_, 0, pairs_.data(), bytes); !ok) return ok;
   backend_->copy_blocks(
       cache_.copy_blocks_params(pairs_dev_.as<const int32_t>(), int32_t(plan.copies.size())));
   return {};
 }
 
 void Executor::build_batch(const StepPlan& plan) {
-  size_t width = 1;
-  for (const PlanEntry& e : plan.entries) width = std::max(width, e.block_table.size());
-  batch_.clear(int32_t(width));
-  for (const PlanEntry& e : plan.entries) {
-    batch_.add_sequence(e.tokens, e.num_cached, e.block_table, block_size(), /*want_logits=*/false);
+  batch_.clear(1);
+  for (size_t i = 0; i < plan.entries.size(); ++i) {
+    const PlanEntry& e = plan.entries[i];
+    const MirroredSeq* s = mirror_->find(e.seq);
+    batch_.add_sequence_row(tokens_[i], e.num_cached, s == nullptr ? -1 : s->row, *tables_,
+                            block_size(), /*want_logits=*/false);
   }
   for (const PlanSample& s : plan.samples) {
     batch_.logits_rows.push_back(batch_.query_start_loc[size_t(s.entry) + 1] - 1);
   }
 }
 
-// Fills rows_ / history_ from the plan's samples and uploads them.
-Result<void> Executor::stage_rows(const StepPlan& plan, bool* want_top) {
-  rows_.clear();
-  history_.clear();
-  *want_top = false;
-  for (const PlanSample& s : plan.samples) {
-    gpu::SamplingRowParams p = s.params;
-    p.prompt_offset = int64_t(history_.size());
-    p.prompt_len = s.history.empty() ? 0 : s.prompt_len;
-    p.output_offset = p.prompt_offset + p.prompt_len;
-    p.output_len = s.history.empty() ? 0 : int32_t(s.history.size()) - s.prompt_len;
-    history_.insert(history_.end(), s.history.begin(), s.history.end());
-    p.banned_offset = int64_t(history_.size());
-    p.banned_len = int32_t(s.banned.size());
-    history_.insert(history_.end(), s.banned.begin(), s.banned.end());
-    *want_top = *want_top || p.num_top_logprobs > 0;
-    rows_.push_back(p);
-  }
-  if (auto ok = ensure(history_dev_, std::max<size_t>(history_.size(), 1) * 4); !ok) return ok;
-  if (!history_.empty()) {
-    if (auto ok = backend_->upload(history_dev_, 0, history_.data(), history_.size() * 4); !ok) return ok;
-  }
-  return backend_->upload(rows_dev_, 0, rows_.data(), rows_.size() * sizeof rows_[0]);
+// ---- SeqMirror::Listener: device rows for the mirrored sequences -------------
+
+Result<void> Executor::on_create(MirroredSeq& s) {
+  auto row = tables_->acquire();
+  if (!row) return row.error();
+  s.row = *row;
+  return {};
 }
 
-Result<void> Executor::sample(const StepPlan& plan, const float* logits, StepResult& out) {
-  const int32_t R = int32_t(plan.samples.size());
-  bool want_top = false;
-  if (auto ok = stage_rows(plan, &want_top); !ok) return ok;
-  uint8_t* o = out_dev_.as<uint8_t>();
-  gpu::SamplingParams sp;
-  sp.logits = logits;
-  sp.rows = rows_dev_.as<const gpu::SamplingRowParams>();
-  sp.history = history_dev_.as<const int32_t>();
-  sp.num_rows = R;
-  sp.vocab_size = config().vocab_size;
-  sp.tokens = reinterpret_cast<int32_t*>(o);
-  sp.logprobs = reinterpret_cast<float*>(o + logprobs_at(max_rows_));
-  sp.top_tokens = reinterpret_cast<int32_t*>(o + top_tokens_at(max_rows_));
-  sp.top_logprobs = reinterpret_cast<float*>(o + top_logprobs_at(max_rows_));
-  sp.top_stride = kTop;
-  backend_->sample(sp);
-  const size_t bytes = want_top ? out_bytes(max_rows_) : top_tokens_at(max_rows_);
-  if (auto ok = backend_->download(out_dev_, 0, host_out_.data(), bytes); !ok) return ok;
-  const uint8_t* h = host_out_.data();
-  for (int32_t r = 0; r < R; ++r) {
-    SampleOutput so;
-    so.seq = plan.samples[size_t(r)].seq;
-    std::memcpy(&so.token, h + size_t(r) * 4, 4);
-    std::memcpy(&so.logprob, h + logprobs_at(max_rows_) + size_t(r) * 4, 4);
-    const size_t k = size_t(rows_[size_t(r)].num_top_logprobs);
-    so.top_tokens.resize(k);
-    so.top_logprobs.resize(k);
-    if (k > 0) {
-      const size_t at = size_t(r) * kTop * 4;
-      std::memcpy(so.top_tokens.data(), h + top_tokens_at(max_rows_) + at, k * 4);
-      std::memcpy(so.top_logprobs.data(), h + top_logprobs_at(max_rows_) + at, k * 4);
-    }
-    out.samples.push_back(std::move(so));
-  }
-  return {};
+Result<void> Executor::on_table(MirroredSeq& s, int32_t from) {
+  return tables_->assign(s.row, from, std::span<const int32_t>(s.table).subspan(size_t(from)));
+}
+
+void Executor::on_release(MirroredSeq& s) {
+  if (s.row >= 0) tables_->release(s.row);
+  s.row = -1;
 }
 
 }  // namespace pagoda::actors

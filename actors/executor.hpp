@@ -1,10 +1,18 @@
 // Executor: runs StepPlans on a model (plain C++; the executor actor wraps it
-// on its own thread). It owns the Backend, the LlamaModel and the paged
-// KvCache, and per step: runs the plan's copy-on-write block copies, builds
-// the flattened ForwardBatch (one logits row per plan sample: the last row of
-// its entry), runs forward_device and samples every row on the device with
-// its own SamplingRowParams (seed, step), downloading only tokens, logprobs
-// and, when asked, the top candidates.
+// on its own thread). It owns the Backend, the LlamaModel, the paged KvCache
+// and the state plans are deltas against: a SeqMirror (per sequence its
+// table, token count, last sampled id, history) mirrored into device memory
+// (a BlockTableArena row per sequence, and a history row for sequences whose
+// penalties need it, uploaded incrementally). Per step: releases and forks,
+// table deltas (O(new blocks)), the arena's dirty rows up, copy-on-write
+// copies, the flattened ForwardBatch in arena mode (placeholders filled with
+// the ids this executor sampled in the step before), forward_device, then
+// every sample row on the device with its own SamplingRowParams. Host work
+// is O(tokens of the step + new blocks), never O(context) or O(pool).
+//
+// Steps planned on top of a failed step (plan.depends_on names a step that
+// failed or was skipped) are skipped: only their releases are applied, and
+// the result says skipped.
 //
 // Determinism: the model is loaded with attention_partition_size = 0, so a
 // row's attention is bitwise independent of the batch; sampling depends only
@@ -12,19 +20,22 @@
 // summation order on some BLAS paths (see model/llama_model.hpp).
 //
 // Memory: sized at create() for max_num_seqs / max_num_batched_tokens; a step
-// allocates nothing except when a plan needs more copy pairs or penalty
-// history than any step before (the buffers then grow and are kept).
+// allocates nothing except when a plan needs more copy pairs than any step
+// before (the buffer then grows and is kept).
 // Thread-safety: one thread at a time; the accessors are const and safe.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "actors/seq_mirror.hpp"
 #include "actors/step_plan.hpp"
 #include "gpu/backend.hpp"
 #include "gpu/kv_cache.hpp"
+#include "model/block_table_arena.hpp"
 #include "model/forward_batch.hpp"
 #include "model/llama_model.hpp"
 
@@ -41,44 +52,75 @@ struct ExecutorOptions {
   int32_t max_num_batched_tokens = 512;
   int32_t max_model_len = 0;  // 0: the model's context length
   size_t cpu_threads = 0;     // CPU backend threads; 0 = the shared pool
+  // --load-format dummy / --dummy-dtype: random weights of model_path's config (model/dummy_weights.hpp).
+  model::LoadFormat load_format = model::LoadFormat::kAuto;
+  model::DummyDtype dummy_dtype = model::DummyDtype::kAuto;
 };
 
-class Executor {
+class Executor : private SeqMirror::Listener {
  public:
   // Loads the model and makes the cache. Errors: a bad path or model, an
   // unavailable backend, a budget smaller than one block.
   static Result<std::unique_ptr<Executor>> create(const ExecutorOptions& options);
+  ~Executor() override = default;
 
   const model::ModelConfig& config() const { return model_->config(); }
   int32_t num_blocks() const { return int32_t(cache_.num_blocks()); }
   int32_t block_size() const { return cache_.spec().block_size; }
   int32_t max_model_len() const { return model_->limits().max_model_len; }
   std::string_view backend_name() const { return backend_->name(); }
+  size_t num_sequences() const { return mirror_->size(); }
 
-  // Runs one plan (entries with tokens, slots given by the BlockManager).
-  // Requires at most max_num_seqs entries and samples and at most
-  // max_num_batched_tokens tokens. An Error leaves the cache contents of the
-  // plan's slots undefined.
+  // Runs one plan. Requires at most max_num_seqs entries and samples and at
+  // most max_num_batched_tokens tokens. An Error leaves the cache contents of
+  // the plan's slots undefined (and dooms the plans that depend on it).
   Result<StepResult> run(const StepPlan& plan);
+  // Drops a plan that will not run (an injected or detected fault): applies
+  // only its releases and dooms the plans that depend on it.
+  void discard(const StepPlan& plan);
+  // Device time of the last run(): forward + sampling, in nanoseconds.
+  int64_t last_compute_ns() const { return compute_ns_; }
 
  private:
   Executor() = default;
+  Result<StepResult> run_step(const StepPlan& plan);
   Result<void> run_copies(const StepPlan& plan);
   void build_batch(const StepPlan& plan);
   Result<void> stage_rows(const StepPlan& plan, bool* want_top);
+  Result<void> upload_history(MirroredSeq& s);
   Result<void> sample(const StepPlan& plan, const float* logits, StepResult& out);
   Result<void> ensure(gpu::DeviceBuffer& buf, size_t bytes);
+  // Copies bytes into this step's pinned staging memory and queues their
+  // upload (no wait: the step's one synchronization is the download of the
+  // sampled ids, after which the staging memory is free again).
+  Result<void> upload_staged(gpu::DeviceBuffer& dst, size_t offset, const void* src, size_t bytes);
+  bool failed(uint64_t step) const;
+  void mark_failed(uint64_t step);
+  // SeqMirror::Listener
+  Result<void> on_create(MirroredSeq& s) override;
+  Result<void> on_table(MirroredSeq& s, int32_t from) override;
+  void on_release(MirroredSeq& s) override;
 
   // Declared first: destroyed last (the model and the cache use it).
   std::unique_ptr<gpu::Backend> backend_;
   std::unique_ptr<model::LlamaModel> model_;
   gpu::KvCache cache_;
-  int32_t max_rows_ = 0;
+  std::unique_ptr<SeqMirror> mirror_;
+  std::optional<model::BlockTableArena> tables_;
+  int32_t max_rows_ = 0, history_len_ = 0;
+  size_t history_region_ = 0;     // ints of history_dev_ holding histories
+  uint32_t history_epoch_ = 1;
   model::ForwardBatch batch_;
-  std::vector<int32_t> pairs_, history_;
+  std::vector<std::vector<TokenId>> tokens_;  // [entries]: ids each entry computes
+  std::vector<int32_t> pairs_, banned_;
+  std::vector<TokenId> sampled_;
   std::vector<gpu::SamplingRowParams> rows_;
   std::vector<uint8_t> host_out_;
+  std::vector<uint64_t> failed_;  // recent failed or skipped steps
+  int64_t compute_ns_ = 0;
   gpu::DeviceBuffer pairs_dev_, history_dev_, rows_dev_, out_dev_;
+  gpu::PinnedBuffer staging_;  // this step's upload sources
+  size_t staged_ = 0;          // bytes of staging_ used this step
 };
 
 }  // namespace pagoda::actors

@@ -1,38 +1,81 @@
 #include "actors/executor_actor.hpp"
 
+#include <chrono>
 #include <exception>
+#include <thread>
 
 #include "actors/messages.hpp"
 
 namespace pagoda::actors {
 namespace {
 
-caf::behavior executor_fn(caf::event_based_actor* self, std::shared_ptr<Executor> executor) {
-  (void)self;
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct ExecutorState {
+  std::shared_ptr<Executor> executor;
+  std::function<StepFault(uint64_t)> fault;
+  uint64_t plans = 0;
+  int64_t last_finished_ns = 0;
+};
+
+using Self = caf::stateful_actor<ExecutorState>*;
+
+StepReply run_plan(Self self, const StepPlan& plan) {
+  auto& st = self->state;
+  StepReply reply;
+  reply.step_id = plan.step_id;
+  reply.received_ns = now_ns();
+  reply.idle_ns = st.last_finished_ns ? reply.received_ns - st.last_finished_ns : 0;
+  const StepFault fault = st.fault ? st.fault(++st.plans) : StepFault{};
+  if (fault.delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(fault.delay_s));
+  try {
+    if (fault.fail) {
+      // As a device error would: nothing of the plan ran, and the plans
+      // planned on top of it are skipped.
+      reply.ok = false;
+      reply.error = "executor: injected fault in step " + std::to_string(plan.step_id);
+      st.executor->discard(plan);
+    } else {
+      Result<StepResult> r = st.executor->run(plan);
+      reply.compute_ns = st.executor->last_compute_ns();
+      if (r) {
+        reply.skipped = r->skipped;
+        reply.result = std::move(r).value();
+      } else {
+        reply.ok = false;
+        reply.error = r.error().message;
+      }
+    }
+  } catch (const std::exception& e) {
+    reply.ok = false;
+    reply.error = std::string("executor: ") + e.what();
+  }
+  reply.finished_ns = st.last_finished_ns = now_ns();
+  return reply;
+}
+
+caf::behavior executor_fn(Self self, std::shared_ptr<Executor> executor,
+                          std::function<StepFault(uint64_t)> fault) {
+  self->state.executor = std::move(executor);
+  self->state.fault = std::move(fault);
   return {
-      [executor](step_atom, const StepPlan& plan) -> StepReply {
-        StepReply reply;
-        try {
-          Result<StepResult> r = executor->run(plan);
-          if (r) {
-            reply.result = std::move(r).value();
-          } else {
-            reply.ok = false;
-            reply.error = r.error().message;
-          }
-        } catch (const std::exception& e) {
-          reply.ok = false;
-          reply.error = std::string("executor: ") + e.what();
-        }
-        return reply;
+      [self](step_atom, const StepPlan& plan) {
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        StepReply reply = run_plan(self, plan);
+        if (sender) self->send(sender, result_atom::value, std::move(reply));
       },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_executor_actor(caf::actor_system& sys, std::shared_ptr<Executor> executor) {
-  return sys.spawn<caf::detached>(executor_fn, std::move(executor));
+caf::actor spawn_executor_actor(caf::actor_system& sys, std::shared_ptr<Executor> executor,
+                                std::function<StepFault(uint64_t)> fault_injector) {
+  return sys.spawn<caf::detached>(executor_fn, std::move(executor), std::move(fault_injector));
 }
 
 }  // namespace pagoda::actors

@@ -1,18 +1,23 @@
 // The executor actor: spawned detached (its own thread, the only actor that
-// blocks), it answers (step_atom, StepPlan) with a StepReply by running the
-// plan on its Executor. It owns the Executor: the model, the backend and the
-// KV cache are freed when it terminates. Exceptions are turned into a failed
-// reply, never a dead actor.
+// blocks), it runs each (step_atom, StepPlan) on its Executor in arrival
+// order and sends (result_atom, StepReply) back to the sender, with the
+// step's timing. It owns the Executor: the model, the backend and the KV
+// cache are freed when it terminates. Exceptions are turned into a failed
+// reply, never a dead actor. A fault injector (tests) may fail or delay any
+// plan.
 #pragma once
 
 #include <caf/all.hpp>
 
+#include <functional>
 #include <memory>
 
+#include "actors/engine.hpp"
 #include "actors/executor.hpp"
 
 namespace pagoda::actors {
 
-caf::actor spawn_executor_actor(caf::actor_system& sys, std::shared_ptr<Executor> executor);
+caf::actor spawn_executor_actor(caf::actor_system& sys, std::shared_ptr<Executor> executor,
+                                std::function<StepFault(uint64_t)> fault_injector = {});
 
 }  // namespace pagoda::actors

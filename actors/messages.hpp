@@ -6,14 +6,20 @@
 //                         (cancel_atom, RequestId)      drop the group
 //                         (finish_atom, RequestId, int32 index)  stop string hit
 //   scheduler -> request  (events_atom, EventBatch)     one per request per step
-//   scheduler -> executor request (step_atom, StepPlan) -> StepReply
+//   scheduler -> block manager  request (book_atom, BookingRequest) -> BookingReply
+//                         one per step: the prelude (commits, frees, forks), the
+//                         running groups' appends, admissions (block_booking.hpp)
+//   scheduler -> executor (step_atom, StepPlan)         a plan (up to two queued)
+//   executor -> scheduler (result_atom, StepReply)      its answer, in step order
+//   scheduler -> scheduler (timeout_atom, uint64 step)  a step's deadline
 //   engine -> scheduler   request (stop_atom) -> bool   cancel all; answered once no
 //                         step is in flight (then the executor is idle)
 //   engine -> scheduler   (spawn_atom, SpawnRequest)    the scheduler spawns the
 //                         request actor (so no foreign thread ever spawns: a
 //                         spawning thread pins CAF 0.17's logger, see engine.cpp)
-//   engine -> scheduler   (snapshot_atom)               publish a KV snapshot if due
-//   handle -> scheduler   (abort_atom, RequestId)       user cancel, forwarded as
+//   engine -> block manager (snapshot_atom)             publish a KV snapshot if due
+//   handle -> scheduler   (abort_atom, RequestId)       user cancel (normal priority:
+//                         it never overtakes the request's spawn), forwarded as
 //   scheduler -> request  (cancel_atom)                 (the sink gets abort)
 #pragma once
 
@@ -23,6 +29,7 @@
 #include <vector>
 
 #include "actors/engine.hpp"
+#include "actors/block_booking.hpp"
 #include "actors/scheduler_core.hpp"
 #include "actors/step_plan.hpp"
 
@@ -37,6 +44,9 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;
 using spawn_atom = caf::atom_constant<caf::atom("spawn")>;
 using abort_atom = caf::atom_constant<caf::atom("abort")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using book_atom = caf::atom_constant<caf::atom("book")>;
+using result_atom = caf::atom_constant<caf::atom("result")>;
+using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 
 struct AddGroup {
   RequestId id = 0;
@@ -54,10 +64,15 @@ struct EventBatch {
   std::vector<SeqEvent> events;
 };
 
+// The executor's answer to one plan, with its timing (steady clock, ns):
+// received = the plan was taken up, compute = forward + sampling.
 struct StepReply {
+  uint64_t step_id = 0;
   bool ok = true;
+  bool skipped = false;  // depends on a failed step: nothing ran
   std::string error;
   StepResult result;
+  int64_t received_ns = 0, finished_ns = 0, compute_ns = 0, idle_ns = 0;
 };
 
 }  // namespace pagoda::actors
@@ -67,3 +82,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(pagoda::actors::EventBatch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(pagoda::actors::SpawnRequest)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(pagoda::actors::StepPlan)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(pagoda::actors::StepReply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(pagoda::actors::BookingRequest)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(pagoda::actors::BookingReply)

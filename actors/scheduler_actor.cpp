@@ -22,11 +22,15 @@ struct Metrics {
   double util_last = 0.0, util_sum = 0.0;
   uint64_t util_samples = 0;
   int32_t peak_seqs = 0, peak_used = 0;
+  int64_t last_finished_ns = 0;
+  uint64_t timed_steps = 0, failed_steps = 0, timed_out_steps = 0;
+  double wall_s = 0.0, compute_s = 0.0, host_s = 0.0;
 };
 
 struct SchedulerState {
   std::shared_ptr<SchedulerCore> core;
-  caf::actor executor;
+  caf::actor block_manager, executor;
+  SchedulerActorConfig config;
   std::unordered_map<RequestId, caf::actor> requests;
   std::map<caf::actor_addr, RequestId> by_addr;
   std::shared_ptr<StatsBox> stats;
@@ -63,6 +67,12 @@ EngineStats engine_stats(const SchedulerStats& s, Metrics& m) {
   e.kv_utilisation = m.util_last;
   e.kv_utilisation_mean = m.util_samples ? m.util_sum / double(m.util_samples) : 0.0;
   e.kv_utilisation_samples = m.util_samples;
+  e.timed_steps = m.timed_steps;
+  e.step_wall_s = m.wall_s;
+  e.step_compute_s = m.compute_s;
+  e.step_host_s = m.host_s;
+  e.failed_steps = m.failed_steps;
+  e.timed_out_steps = m.timed_out_steps;
   return e;
 }
 
@@ -89,7 +99,7 @@ void measure(Metrics& m, const SeqEvent& e, Clock::time_point now) {
 
 // After a step: one KV-utilisation sample when blocks are held.
 void sample_utilisation(Metrics& m, const SchedulerCore& core) {
-  if (core.block_manager().num_used_blocks() == 0) return;
+  if (core.stats().used_blocks == 0) return;
   m.util_last = core.kv_utilisation();
   m.util_sum += m.util_last;
   ++m.util_samples;
@@ -106,7 +116,6 @@ void dispatch(Self self) {
     batches[e.request].events.push_back(std::move(e));
   }
   st.stats->set(engine_stats(st.core->stats(), st.metrics));
-  if (st.stats->snapshot_due(now)) st.stats->publish_snapshot(st.core->kv_snapshot(), now);
   for (auto& [id, batch] : batches) {
     auto it = st.requests.find(id);
     if (it == st.requests.end()) continue;
@@ -120,36 +129,93 @@ void dispatch(Self self) {
   }
 }
 
+void answer_stop(Self self) {
+  auto& st = self->state;
+  if (!st.stopping || st.core->in_flight() || st.core->has_outbox()) return;
+  for (caf::response_promise& rp : st.stop_waiters) rp.deliver(true);
+  st.stop_waiters.clear();
+}
+
+void send_plan(Self self, StepPlan plan) {
+  auto& st = self->state;
+  const uint64_t id = plan.step_id;
+  self->send(st.executor, step_atom::value, std::move(plan));
+  if (st.config.step_timeout_s > 0) {
+    const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::duration<double>(st.config.step_timeout_s));
+    self->delayed_send(self, after, timeout_atom::value, id);
+  }
+}
+
+// Books and sends steps while the core can prepare one.
 void maybe_step(Self self) {
   auto& st = self->state;
-  if (st.stopping && !st.core->in_flight()) {
-    for (caf::response_promise& rp : st.stop_waiters) rp.deliver(true);
-    st.stop_waiters.clear();
-    return;
-  }
-  if (st.core->in_flight() || !st.core->has_unfinished()) return;
-  StepPlan plan = st.core->schedule();
-  dispatch(self);
-  if (plan.empty()) return;
-  self->request(st.executor, caf::infinite, step_atom::value, std::move(plan))
-      .then(
-          [self](const StepReply& reply) {
+  if (!st.core->can_prepare()) return answer_stop(self);
+  BookingRequest req = st.core->prepare();
+  self->request(st.block_manager, caf::infinite, book_atom::value, std::move(req))
+      .await(
+          [self](const BookingReply& reply) {
             auto& core = *self->state.core;
-            if (!reply.ok) {
-              core.fail_step(reply.error);
-            } else if (auto ok = core.apply(reply.result); !ok) {
-              core.fail_step(ok.error().message);
-            } else {
-              sample_utilisation(self->state.metrics, core);
-            }
+            StepPlan plan = core.commit(reply);
+            // An empty plan stops the loop (until the next message) unless
+            // it came from preemptions: then booking again may admit.
+            const bool again = !plan.empty() || core.book_again() || core.has_outbox();
+            if (!plan.empty()) send_plan(self, std::move(plan));
             dispatch(self);
-            maybe_step(self);
+            if (again) {
+              maybe_step(self);
+            } else {
+              answer_stop(self);
+            }
           },
           [self](caf::error& err) {
-            self->state.core->fail_step("executor: " + self->system().render(err));
+            // The block manager is gone: nothing can be booked any more.
+            auto& core = *self->state.core;
+            core.commit(BookingReply{});
+            core.cancel_all();
             dispatch(self);
-            maybe_step(self);
+            (void)err;
           });
+}
+
+void on_result(Self self, const StepReply& r) {
+  auto& st = self->state;
+  auto& core = *st.core;
+  if (core.oldest_in_flight() != r.step_id) return;  // late: the step timed out
+  if (r.skipped || (r.ok && r.result.skipped)) {
+    core.skipped_step(r.step_id);
+  } else if (!r.ok) {
+    ++st.metrics.failed_steps;
+    core.fail_step(r.step_id, r.error);
+  } else if (auto ok = core.apply(r.result); !ok) {
+    ++st.metrics.failed_steps;
+    core.fail_step(r.step_id, ok.error().message);
+  } else {
+    sample_utilisation(st.metrics, core);
+    Metrics& m = st.metrics;
+    if (m.last_finished_ns > 0 && r.finished_ns > m.last_finished_ns) {
+      const double wall = double(r.finished_ns - m.last_finished_ns) * 1e-9;
+      const double compute = double(r.compute_ns) * 1e-9;
+      ++m.timed_steps;
+      m.wall_s += wall;
+      m.compute_s += compute;
+      m.host_s += std::max(0.0, wall - compute);
+    }
+  }
+  st.metrics.last_finished_ns = r.finished_ns;
+  dispatch(self);
+  maybe_step(self);
+}
+
+void on_timeout(Self self, uint64_t step) {
+  auto& st = self->state;
+  if (st.core->oldest_in_flight() != step) return;  // answered in time
+  ++st.metrics.timed_out_steps;
+  st.core->fail_step(step, "executor: step " + std::to_string(step) + " did not finish within " +
+                               std::to_string(st.config.step_timeout_s) + " s");
+  st.metrics.last_finished_ns = 0;
+  dispatch(self);
+  maybe_step(self);
 }
 
 // Spawns and monitors a request actor (it sends add_atom once tokenized).
@@ -163,14 +229,17 @@ void spawn_request(Self self, const SpawnRequest& r) {
   st.metrics.awaiting_first[r.id] = Clock::now();
 }
 
-caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::actor executor,
-                           std::shared_ptr<StatsBox> stats,
-                           std::shared_ptr<const RequestContext> context) {
+caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::actor block_manager,
+                           caf::actor executor, std::shared_ptr<StatsBox> stats,
+                           std::shared_ptr<const RequestContext> context,
+                           SchedulerActorConfig config) {
   self->state.context = std::move(context);
   self->state.core = std::move(core);
   self->state.stats = std::move(stats);
   self->state.stats->set(engine_stats(self->state.core->stats(), self->state.metrics));
+  self->state.block_manager = std::move(block_manager);
   self->state.executor = std::move(executor);
+  self->state.config = config;
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
     auto it = st.by_addr.find(dm.source);
@@ -210,11 +279,8 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
         maybe_step(self);
       },
       [self](spawn_atom, const SpawnRequest& r) { spawn_request(self, r); },
-      [self](snapshot_atom) {
-        auto& st = self->state;
-        const Clock::time_point now = Clock::now();
-        if (st.stats->snapshot_due(now)) st.stats->publish_snapshot(st.core->kv_snapshot(), now);
-      },
+      [self](result_atom, const StepReply& r) { on_result(self, r); },
+      [self](timeout_atom, uint64_t step) { on_timeout(self, step); },
       [self](abort_atom, RequestId id) {
         auto it = self->state.requests.find(id);
         if (it != self->state.requests.end()) {
@@ -236,8 +302,8 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
         st.stopping = true;
         st.core->cancel_all();
         dispatch(self);
-        if (!st.core->in_flight()) return true;
         st.stop_waiters.push_back(self->make_response_promise());
+        maybe_step(self);  // books the frees; answers once nothing is in flight
         return caf::delegated<bool>{};
       },
   };
@@ -246,10 +312,16 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
 }  // namespace
 
 caf::actor spawn_scheduler_actor(caf::actor_system& sys, std::shared_ptr<SchedulerCore> core,
-                                 caf::actor executor, std::shared_ptr<StatsBox> stats,
-                                 std::shared_ptr<const RequestContext> context) {
-  return sys.spawn(scheduler_fn, std::move(core), std::move(executor), std::move(stats),
-                   std::move(context));
+                                 caf::actor block_manager, caf::actor executor,
+                                 std::shared_ptr<StatsBox> stats,
+                                 std::shared_ptr<const RequestContext> context,
+                                 SchedulerActorConfig config) {
+  if (config.detached) {
+    return sys.spawn<caf::detached>(scheduler_fn, std::move(core), std::move(block_manager),
+                                    std::move(executor), std::move(stats), std::move(context), config);
+  }
+  return sys.spawn(scheduler_fn, std::move(core), std::move(block_manager), std::move(executor),
+                   std::move(stats), std::move(context), config);
 }
 
 }  // namespace pagoda::actors

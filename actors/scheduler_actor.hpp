@@ -1,8 +1,12 @@
 // The scheduler actor: owns the SchedulerCore and drives it. Every message
-// that can make work (a new group, a step's reply, a cancel) calls
-// maybe_step(): when no step is in flight and work exists it builds the next
-// StepPlan and requests it of the executor; when the reply arrives the core
-// applies it and the resulting events go to their request actors, one
+// that can make work (a new group, a step's result, a cancel, a timeout)
+// calls maybe_step(): while the core can prepare (fewer steps in flight
+// than its depth: 2 when scheduling ahead), it books the next step with the
+// block-manager actor (one request per step, awaited: nothing else runs in
+// between, so the core's state cannot change under the booking), commits
+// the reply into a StepPlan and sends it to the executor; a timer per step
+// ends the step's groups if no result comes in time. When a result arrives
+// the core applies it and the events go to their request actors, one
 // EventBatch per request per step.
 //
 // It spawns the request actors ((spawn_atom, SpawnRequest)) and forwards
@@ -10,6 +14,7 @@
 // its group is cancelled and its blocks freed. Handles to request actors are
 // dropped when their group ends, so no strong cycle outlives a request.
 // (stop_atom) cancels every group and is answered once no step is in flight.
+// Spawned detached (its own thread) when the engine's threads are dedicated.
 #pragma once
 
 #include <caf/all.hpp>
@@ -21,51 +26,19 @@
 #include "actors/engine.hpp"
 #include "actors/request_actor.hpp"
 #include "actors/scheduler_core.hpp"
+#include "actors/stats_box.hpp"
 
 namespace pagoda::actors {
 
-// The scheduler's latest statistics, published after every change so that
-// any thread can read them without a round trip into the actor system.
-class StatsBox {
- public:
-  void set(const EngineStats& s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_ = s;
-  }
-  EngineStats get() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
-  }
-  // KV snapshots are built only while someone reads them: a reader marks
-  // the time it asked; the scheduler publishes when a reader asked within
-  // kSnapshotInterest and the last publication is older than
-  // kSnapshotInterval (both on its own thread, so at a bounded rate).
-  static constexpr std::chrono::milliseconds kSnapshotInterval{100};
-  static constexpr std::chrono::seconds kSnapshotInterest{5};
-  KvSnapshot read_snapshot() {
-    std::lock_guard<std::mutex> lock(mu_);
-    asked_ = std::chrono::steady_clock::now();
-    return snapshot_;
-  }
-  bool snapshot_due(std::chrono::steady_clock::time_point now) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return now - asked_ < kSnapshotInterest && now - published_ >= kSnapshotInterval;
-  }
-  void publish_snapshot(KvSnapshot s, std::chrono::steady_clock::time_point now) {
-    std::lock_guard<std::mutex> lock(mu_);
-    snapshot_ = std::move(s);
-    published_ = now;
-  }
-
- private:
-  mutable std::mutex mu_;
-  EngineStats stats_;
-  KvSnapshot snapshot_;
-  std::chrono::steady_clock::time_point asked_{}, published_{};
+struct SchedulerActorConfig {
+  double step_timeout_s = 0.0;  // 0: none
+  bool detached = true;
 };
 
 caf::actor spawn_scheduler_actor(caf::actor_system& sys, std::shared_ptr<SchedulerCore> core,
-                                 caf::actor executor, std::shared_ptr<StatsBox> stats,
-                                 std::shared_ptr<const RequestContext> context);
+                                 caf::actor block_manager, caf::actor executor,
+                                 std::shared_ptr<StatsBox> stats,
+                                 std::shared_ptr<const RequestContext> context,
+                                 SchedulerActorConfig config);
 
 }  // namespace pagoda::actors

@@ -41,22 +41,46 @@
 // max_tokens and max_model_len give length). Stop strings are the request
 // side's: it calls finish_sequence(). Finished sequences free their blocks.
 //
-// One step in flight: between schedule() returning a non-empty plan and
-// apply(), cancel_group()/finish_sequence() only mark; the blocks are freed in
-// apply(), after the step wrote them (BlockManager's contract). fail_step()
-// ends every group with `error` and resets the BlockManager (slots of the
-// failed step were never written, so no cached block may survive).
+// The block manager lives behind a booking (actors/block_booking.hpp): a
+// step is prepare() -> BookingRequest, answered by the block-manager actor's
+// BlockBooker -> commit(BookingReply) -> StepPlan. Frees, commits of tokens
+// learned from results and beam forks wait in an outbox for the next
+// booking (has_outbox(); a booking may carry only the outbox). With a local
+// booker (the constructor taking a BlockManager, for tests and tools)
+// schedule() does all three at once.
+//
+// Scheduling ahead (SchedulerConfig::max_in_flight = 2): a plan may be
+// prepared while another is in flight. A running decode then computes a
+// placeholder (PlanEntry::num_placeholders: the id its in-flight step
+// samples, which the executor feeds in itself) and samples again; a
+// sequence whose in-flight sample ends it by length is not scheduled. Its
+// slot is booked pending and committed once the token is known. Results are
+// applied in step order; a sample or entry of a sequence that was preempted
+// or finished since its step was planned is ignored (epochs). Beam groups
+// stay lockstep: they are planned only with no step of theirs in flight.
+// Freeing while a step is in flight is safe: the executor runs steps in
+// order, so a block is reused only by a later step; a failed step's
+// prefix-cache registrations are abandoned.
+//
+// Failures: fail_step(id) (the oldest step in flight failed or timed out)
+// ends only the groups in that step with `error`, and dooms the steps
+// planned on top of it (the executor skips them: StepPlan::depends_on);
+// skipped_step(id) then preempts (recomputes) the groups of a doomed step.
+// Waiting groups and the prefix cache survive. No new plan is prepared
+// while doomed steps are in flight.
 // Not thread-safe: one owner (the scheduler actor, or a test).
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "actors/beam_search.hpp"
+#include "actors/block_booking.hpp"
 #include "actors/block_manager.hpp"
 #include "actors/sequence.hpp"
 #include "actors/step_plan.hpp"
@@ -68,6 +92,7 @@ struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;
   int32_t max_model_len = 2048;          // prompt + output tokens per sequence
   std::vector<TokenId> eos_token_ids;
+  int32_t max_in_flight = 1;             // 2: schedule one step ahead
 };
 
 // What happened to one sequence: a new token, a finish, or both.
@@ -90,11 +115,16 @@ struct SchedulerStats {
   int32_t running_groups = 0, waiting_groups = 0, running_seqs = 0;
   uint64_t preemptions = 0, tokens_generated = 0, steps = 0;
   int32_t total_blocks = 0, used_blocks = 0, free_blocks = 0, cached_blocks = 0;
+  int64_t stored_tokens = 0;
+  int32_t block_size = 0;
   PrefixCacheStats prefix;
 };
 
 class SchedulerCore {
  public:
+  // With the block manager behind an actor (the caller books).
+  explicit SchedulerCore(SchedulerConfig config);
+  // With a local booker over `blocks` (tests, tools): schedule() books itself.
   SchedulerCore(SchedulerConfig config, BlockManager blocks);
 
   // Queues a group. Requires options.seed to hold a value and a new id.
@@ -106,48 +136,90 @@ class SchedulerCore {
   // Ends one sequence (e.g. a stop string matched) with `reason`.
   void finish_sequence(RequestId id, int32_t index, FinishReason reason);
 
-  bool has_unfinished() const { return !groups_.empty(); }
-  bool in_flight() const { return in_flight_; }
-  // The next step; empty when nothing can run. Requires !in_flight().
+  // Groups left, or outbox work for the block manager.
+  bool has_unfinished() const { return !groups_.empty() || has_outbox(); }
+  bool has_outbox() const;
+  bool in_flight() const { return !in_flight_.empty(); }
+  int32_t num_in_flight() const { return int32_t(in_flight_.size()); }
+  // Whether prepare() may be called now: no booking outstanding, fewer than
+  // max_in_flight steps in flight, none doomed, and work or outbox left.
+  bool can_prepare() const;
+  BookingRequest prepare();
+  // The plan of the booking answered by `reply` (empty when nothing runs;
+  // then nothing is in flight for it). booked_again() says whether an empty
+  // plan came from preemptions, so booking again at once may admit.
+  StepPlan commit(const BookingReply& reply);
+  bool book_again() const { return book_again_; }
+  // Local booker only: prepare + book + commit.
   StepPlan schedule();
-  // The answer to the plan in flight (matching step_id and samples).
+  // Local booker only, nothing in flight: books the outbox alone (frees),
+  // as the actor's next booking would. apply() and cancels call it.
+  void flush_local();
+  // The answer to the oldest plan in flight (matching step_id and samples).
   Result<void> apply(const StepResult& result);
-  // The plan in flight failed: every group ends with `error` (see above).
-  void fail_step(const std::string& message);
+  // The oldest plan in flight failed (see above).
+  void fail_step(uint64_t step_id, const std::string& message);
+  // The executor skipped a doomed plan (oldest in flight).
+  void skipped_step(uint64_t step_id);
+  uint64_t oldest_in_flight() const { return in_flight_.empty() ? 0 : in_flight_.front().step_id; }
   // Events since the last call (schedule, apply, cancel, fail_step).
   std::vector<SeqEvent> take_events();
 
   SchedulerStats stats() const;
-  // KV utilisation now: distinct tokens stored in blocks held by sequences /
-  // (used blocks x block_size); a block shared by forks counts once. 0 when
-  // no block is held. O(total blocks + tokens / block_size).
+  // KV utilisation now: booked slots in held blocks / (used blocks x
+  // block_size); a block shared by forks counts once. O(1).
   double kv_utilisation() const;
-  const BlockManager& block_manager() const { return blocks_; }
-  // The block pool now and the owner of each of its sequences. O(blocks).
-  KvSnapshot kv_snapshot() const;
+  // Local booker only.
+  const BlockManager& block_manager() const { return local_->manager(); }
+  const BlockBooker& booker() const { return *local_; }
   const SchedulerConfig& config() const { return config_; }
 
  private:
   using GroupPtr = SequenceGroup*;
+  struct EntryRec {
+    SeqId seq;
+    uint32_t epoch;
+    int32_t n;
+  };
+  struct InFlight {
+    uint64_t step_id = 0;
+    std::vector<EntryRec> entries;
+    std::vector<EntryRec> samples;  // n unused
+    std::vector<RequestId> groups;
+    bool doomed = false;
+  };
+  // What prepare() asked per sequence, used by commit() to build the plan.
+  struct Intent {
+    SeqId seq = 0;
+    int32_t known = 0, pending = 0;  // tokens from num_scheduled on
+    bool sample = false;
+  };
 
   std::vector<Sequence*> live_seqs(SequenceGroup& g);
   int32_t seq_slots(const SequenceGroup& g) const;  // toward max_num_seqs
   int32_t running_seq_slots() const;
-  bool schedule_running(StepPlan& plan);
-  void schedule_group(SequenceGroup& g, StepPlan& plan);
-  void admit_waiting(StepPlan& plan);
-  AllocStatus group_fits(SequenceGroup& g);
-  int64_t beam_shared_blocks(SequenceGroup& g);
-  void admit_group(SequenceGroup& g, StepPlan& plan);
-  void add_entry(SequenceGroup& g, Sequence& s, int32_t num_cached, int32_t n, StepPlan& plan);
-  void add_sample(const SequenceGroup& g, const Sequence& s, int32_t entry, StepPlan& plan);
-  void fork_children(SequenceGroup& g, int32_t computed_after);
+  bool group_in_flight(const SequenceGroup& g) const;
+  void prepare_running(BookingRequest& r);
+  void prepare_group(SequenceGroup& g, GroupAppend& a);
+  void prepare_waiting(BookingRequest& r);
+  void take_outbox(BookingRequest& r);
+  void commit_running(const BookingReply& reply, StepPlan& plan);
+  void commit_admitted(const BookingReply& reply, StepPlan& plan);
+  void commit_group(SequenceGroup& g, const GroupBooked& gb, bool fresh, StepPlan& plan);
+  void commit_seq(SequenceGroup& g, Sequence& s, const SeqBooked& b, bool fresh, StepPlan& plan);
+  void commit_forks(SequenceGroup& g, const std::vector<SeqFork>& forks, int32_t entry,
+                    StepPlan& plan);
+  void finish_never_fit(SequenceGroup& g);
+  void doom_step(const InFlight& f);
+  void add_sample(const SequenceGroup& g, Sequence& s, int32_t entry, StepPlan& plan);
   void preempt(SequenceGroup& g);
   void on_token(SequenceGroup& g, Sequence& s, const SampleOutput& out);
   FinishReason finish_check(const SequenceGroup& g, const Sequence& s) const;
+  bool ends_by_length(const SequenceGroup& g, const Sequence& s, int32_t extra) const;
   void finish_seq(SequenceGroup& g, Sequence& s, FinishReason reason, const std::string& error = {},
                   bool emit = true);
-  void settle_requests(SequenceGroup& g);
+  void release_seq(SeqId id);
+  Sequence* find_seq(SeqId id, uint32_t epoch);
   // Beam search (scheduler_core_beam.cpp).
   std::shared_ptr<BeamState> make_beam_state(const SamplingOptions& o, int32_t prompt_len) const;
   void store_beam_sample(SequenceGroup& g, const Sequence& s, const SampleOutput& out);
@@ -156,21 +228,26 @@ class SchedulerCore {
   void retire_finished();
 
   SchedulerConfig config_;
-  BlockManager blocks_;
+  std::optional<BlockBooker> local_;
   std::unordered_map<RequestId, std::unique_ptr<SequenceGroup>> groups_;
   std::unordered_map<SeqId, std::pair<GroupPtr, int32_t>> seq_index_;
   std::deque<GroupPtr> waiting_;
   std::vector<GroupPtr> running_;  // admission order: back() is the newest
   std::vector<SeqEvent> events_;
-  AppendResult scratch_;
-  std::vector<BlockCopy> pending_copies_;  // from beam forks, run by the next plan
+  // Outbox for the next booking, and the executor's releases for the next plan.
+  std::vector<TokenCommit> commits_;
+  std::vector<SeqId> frees_, releases_;
+  std::vector<SeqFork> beam_forks_;
+  std::vector<SeqOwner> owners_;
+  std::vector<uint64_t> retire_, abandon_;
+  std::deque<InFlight> in_flight_;
+  std::unordered_map<SeqId, Intent> intents_;
+  InFlight building_;   // the record of the plan commit() builds
+  StepPlan carry_;      // releases, forks and copies of an empty plan
+  bool booking_ = false, book_again_ = false;
+  BlockStats block_stats_;
   SeqId next_seq_id_ = 1;
   uint64_t step_id_ = 0;
-  int32_t budget_ = 0;
-  bool in_flight_ = false;
-  std::vector<std::pair<SeqId, int32_t>> inflight_;  // (seq, tokens computed)
-  size_t inflight_samples_ = 0;
-  std::vector<RequestId> pending_;  // cancels / finishes to settle after the step
   uint64_t steps_ = 0;
   uint64_t preemptions_ = 0, tokens_generated_ = 0;
 };

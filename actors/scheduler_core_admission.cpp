@@ -1,93 +1,182 @@
-// SchedulerCore, admission: FCFS admission of waiting groups when their
-// blocks fit, and preemption (see scheduler_core.hpp).
+// SchedulerCore, the booked half of a step: turning a BookingReply into the
+// plan (running groups, admissions, forks), preemption and groups that can
+// never fit (see scheduler_core.hpp).
 #include <algorithm>
 
 #include "actors/scheduler_core.hpp"
 
 namespace pagoda::actors {
 
-void SchedulerCore::admit_waiting(StepPlan& plan) {
-  while (!waiting_.empty() && budget_ > 0) {
-    SequenceGroup& g = *waiting_.front();
-    if (g.num_live() == 0) {  // cancelled while waiting
-      waiting_.pop_front();
-      continue;
+void SchedulerCore::commit_running(const BookingReply& reply, StepPlan& plan) {
+  for (const GroupBooked& gb : reply.running) {
+    auto it = groups_.find(gb.group);
+    if (it != groups_.end()) commit_group(*it->second, gb, /*fresh=*/false, plan);
+  }
+}
+
+void SchedulerCore::commit_admitted(const BookingReply& reply, StepPlan& plan) {
+  for (const GroupBooked& gb : reply.admitted) {
+    auto it = groups_.find(gb.group);
+    if (it == groups_.end()) continue;
+    SequenceGroup& g = *it->second;
+    std::erase(waiting_, &g);
+    if (g.all_finished()) continue;  // a failure in this booking ended it
+    running_.push_back(&g);
+    commit_group(g, gb, /*fresh=*/true, plan);
+  }
+}
+
+// The entries of g's booked sequences (fresh: just admitted, their state
+// starts here), then the forks after its leader's booking.
+void SchedulerCore::commit_group(SequenceGroup& g, const GroupBooked& gb, bool fresh,
+                                 StepPlan& plan) {
+  int32_t leader_entry = -1;
+  for (const SeqBooked& b : gb.seqs) {
+    auto si = seq_index_.find(b.seq);
+    if (si == seq_index_.end()) continue;
+    Sequence& s = g.seqs[size_t(si->second.second)];
+    if (s.finished()) continue;
+    if (fresh) {
+      s.status = SeqStatus::running;
+      s.num_computed = s.num_scheduled = b.num_cached;
+      const bool complete = b.num_cached + b.num_tokens == int32_t(s.tokens.size());
+      intents_[s.id] = Intent{s.id, b.num_tokens, 0, complete};
     }
-    if (running_seq_slots() + seq_slots(g) > config_.max_num_seqs) return;
-    if (budget_ < g.num_live()) return;
-    const AllocStatus fits = group_fits(g);
-    if (fits == AllocStatus::later) return;
-    waiting_.pop_front();
-    if (fits == AllocStatus::never) {
-      // A preempted group that has outgrown the whole cache keeps what it
-      // generated and ends as if its length limit were reached; one that
-      // never produced a token is an error.
-      for (Sequence& s : g.seqs) {
-        if (s.finished()) continue;
-        if (s.output_len() > 0) {
-          finish_seq(g, s, FinishReason::length);
-        } else {
-          finish_seq(g, s, FinishReason::error, "the sequence does not fit in the KV cache");
-        }
+    commit_seq(g, s, b, fresh, plan);
+    if (leader_entry < 0) leader_entry = int32_t(plan.entries.size()) - 1;
+  }
+  if (!gb.forks.empty() && leader_entry >= 0) commit_forks(g, gb.forks, leader_entry, plan);
+}
+
+// One entry for what s booked; samples when it reaches the end.
+void SchedulerCore::commit_seq(SequenceGroup& g, Sequence& s, const SeqBooked& b, bool fresh,
+                               StepPlan& plan) {
+  auto in = intents_.find(s.id);
+  const Intent intent = in == intents_.end() ? Intent{s.id, b.num_tokens, 0, false} : in->second;
+  PlanEntry e;
+  e.seq = s.id;
+  e.tokens.assign(s.tokens.begin() + s.num_scheduled,
+                  s.tokens.begin() + s.num_scheduled + intent.known);
+  e.num_placeholders = intent.pending;
+  e.num_cached = s.num_scheduled;
+  e.fresh = fresh;
+  e.table_from = b.delta.from;
+  e.new_blocks = b.delta.blocks;
+  if (fresh) {
+    e.prompt_len = s.prompt_len;
+    if (g.options.uses_history()) e.prefix.assign(s.tokens.begin(), s.tokens.begin() + s.num_scheduled);
+  }
+  const int32_t n = e.num_new();
+  plan.entries.push_back(std::move(e));
+  s.num_scheduled += n;
+  s.registered = true;
+  building_.entries.push_back({s.id, s.epoch, n});
+  if (std::find(building_.groups.begin(), building_.groups.end(), g.id) == building_.groups.end()) {
+    building_.groups.push_back(g.id);
+  }
+  if (intent.sample) add_sample(g, s, int32_t(plan.entries.size()) - 1, plan);
+}
+
+// n > 1: the children share the prompt the leader just booked and sample
+// from its row in this step.
+void SchedulerCore::commit_forks(SequenceGroup& g, const std::vector<SeqFork>& forks, int32_t entry,
+                                 StepPlan& plan) {
+  const Sequence& leader = g.seqs[0];
+  for (const SeqFork& f : forks) {
+    auto si = seq_index_.find(f.child);
+    if (si == seq_index_.end()) continue;
+    Sequence& c = g.seqs[size_t(si->second.second)];
+    if (c.finished()) continue;
+    c.num_computed = c.num_scheduled = leader.num_scheduled;
+    c.status = SeqStatus::running;
+    c.registered = true;
+    plan.forks.push_back({f.parent, f.child, f.table});
+    add_sample(g, c, entry, plan);
+  }
+  g.forked = true;
+  for (size_t i = 1; i < g.seqs.size(); ++i) {  // a child the booker could not fork
+    Sequence& c = g.seqs[i];
+    if (!c.finished() && !c.registered) finish_seq(g, c, FinishReason::error, "fork failed");
+  }
+}
+
+void SchedulerCore::add_sample(const SequenceGroup& g, Sequence& s, int32_t entry,
+                               StepPlan& plan) {
+  const SamplingOptions& o = g.options;
+  const int32_t out_index = s.output_len() + s.pending;  // earlier samples still in flight
+  PlanSample p;
+  p.seq = s.id;
+  p.entry = entry;
+  if (g.beam) {  // greedy row: only its top candidates (raw log_softmax) matter
+    p.params = gpu::SamplingRowParams{.temperature = 0.0f, .seed = s.seed,
+                                      .step = uint64_t(out_index),
+                                      .num_top_logprobs = g.beam->num_candidates};
+  } else {
+    p.params = gpu::SamplingRowParams{.temperature = o.temperature, .top_k = o.top_k,
+                                      .top_p = o.top_p, .min_p = o.min_p,
+                                      .repetition_penalty = o.repetition_penalty,
+                                      .presence_penalty = o.presence_penalty,
+                                      .frequency_penalty = o.frequency_penalty,
+                                      .seed = s.seed, .step = uint64_t(out_index),
+                                      .num_top_logprobs = o.logprobs};
+    p.use_history = o.uses_history();
+    if (out_index < o.min_tokens) {  // as vLLM: no stop token before min_tokens
+      p.banned = o.stop_token_ids;
+      if (!o.ignore_eos) {
+        p.banned.insert(p.banned.end(), config_.eos_token_ids.begin(), config_.eos_token_ids.end());
       }
-      continue;
     }
-    admit_group(g, plan);
   }
+  plan.samples.push_back(std::move(p));
+  s.pending++;
+  building_.samples.push_back({s.id, s.epoch, 0});
 }
 
-// Whether all live sequences of g can be allocated together now.
-AllocStatus SchedulerCore::group_fits(SequenceGroup& g) {
-  const int32_t bs = blocks_.block_size();
-  int64_t need = 0;
-  AllocStatus worst = AllocStatus::ok;
-  for (Sequence* s : live_seqs(g)) {
-    const AllocStatus st = blocks_.can_allocate(s->tokens);
-    if (st == AllocStatus::never) return st;
-    if (st == AllocStatus::later) worst = st;
-    // +1: the slot of the token it samples next. Without it a group that
-    // fills the whole pool would be admitted, preempted at its next decode
-    // and re-admitted forever without progress.
-    need += (int64_t(s->tokens.size()) + 1 + bs - 1) / bs;
-  }
-  need -= beam_shared_blocks(g);
-  const int64_t usable = blocks_.total_blocks() - blocks_.watermark_blocks();
-  if (need > usable) return AllocStatus::never;
-  const int64_t available = blocks_.num_free_blocks() + blocks_.num_cached_blocks() -
-                            blocks_.watermark_blocks();
-  if (live_seqs(g).size() > 1 && need > available) worst = AllocStatus::later;
-  return worst;
-}
-
-void SchedulerCore::admit_group(SequenceGroup& g, StepPlan& plan) {
-  std::vector<Sequence*> live = live_seqs(g);
-  for (size_t k = 0; k < live.size(); ++k) {
-    Sequence& s = *live[k];
-    const int32_t reserve = int32_t(live.size() - k - 1);  // one token each for the rest
-    auto a = blocks_.allocate(s.id, s.tokens, std::max(1, budget_ - reserve));
-    if (!a) {  // group_fits said yes; not expected
-      finish_seq(g, s, FinishReason::error, a.error().message);
-      continue;
+void SchedulerCore::finish_never_fit(SequenceGroup& g) {
+  std::erase(waiting_, &g);
+  // A preempted group that has outgrown the whole cache keeps what it
+  // generated and ends as if its length limit were reached; one that never
+  // produced a token is an error.
+  for (Sequence& s : g.seqs) {
+    if (s.finished()) continue;
+    if (s.output_len() > 0) {
+      finish_seq(g, s, FinishReason::length);
+    } else {
+      finish_seq(g, s, FinishReason::error, "the sequence does not fit in the KV cache");
     }
-    s.status = SeqStatus::running;
-    s.num_computed = a->num_cached_tokens;
-    add_entry(g, s, a->num_cached_tokens, int32_t(a->slots.size()), plan);
   }
-  running_.push_back(&g);
 }
 
+// Frees every sequence (the booker may have done so already: freeing an
+// unknown sequence is a no-op there) and re-queues the group at the front;
+// its tokens are recomputed as a longer prompt. Records of its sequences in
+// steps still in flight become stale (epoch).
 void SchedulerCore::preempt(SequenceGroup& g) {
   for (Sequence& s : g.seqs) {
-    if (blocks_.contains(s.id)) (void)blocks_.free(s.id);
+    frees_.push_back(s.id);
+    release_seq(s.id);
     if (s.finished()) continue;
-    s.num_computed = 0;
+    s.num_computed = s.num_scheduled = 0;
+    s.pending = 0;
+    s.epoch++;
     s.status = SeqStatus::waiting;
+    s.frozen.reset();
   }
   if (g.beam) std::fill(g.beam->has_pending.begin(), g.beam->has_pending.end(), false);
   ++g.num_preemptions;
   ++preemptions_;
-  running_.erase(std::find(running_.begin(), running_.end(), &g));
+  std::erase(running_, &g);
+  std::erase(waiting_, &g);
   waiting_.push_front(&g);
+}
+
+void SchedulerCore::release_seq(SeqId id) {
+  auto it = seq_index_.find(id);
+  if (it == seq_index_.end()) return;
+  Sequence& s = it->second.first->seqs[size_t(it->second.second)];
+  if (!s.registered) return;
+  s.registered = false;
+  releases_.push_back(id);
 }
 
 }  // namespace pagoda::actors

@@ -76,12 +76,12 @@ void SchedulerCore::replace_beams(SequenceGroup& g, const std::vector<int32_t>& 
   for (int32_t p : parents) ++children[size_t(p)];
   for (size_t p = 0; p < g.seqs.size(); ++p) {  // dead beams first: their blocks may serve forks
     if (children[p] > 0) continue;
-    if (blocks_.contains(g.seqs[p].id)) (void)blocks_.free(g.seqs[p].id);
+    frees_.push_back(g.seqs[p].id);
+    release_seq(g.seqs[p].id);
     seq_index_.erase(g.seqs[p].id);
   }
   std::vector<Sequence> next(parents.size());
   std::vector<bool> taken(g.seqs.size(), false);
-  bool lost = false;  // a fork failed (contiguous layout without room): recompute
   for (size_t j = 0; j < parents.size(); ++j) {  // first children take their parent's sequence
     const size_t p = size_t(parents[j]);
     if (taken[p]) continue;
@@ -101,34 +101,21 @@ void SchedulerCore::replace_beams(SequenceGroup& g, const std::vector<int32_t>& 
     c.seed = parent.seed;
     c.status = SeqStatus::running;
     c.num_computed = parent.num_computed;
-    auto copies = blocks_.contains(parent.id) ? blocks_.fork(parent.id, c.id)
-                                              : Result<std::vector<BlockCopy>>(make_error("no parent"));
-    if (copies) pending_copies_.insert(pending_copies_.end(), copies->begin(), copies->end());
-    else lost = true;
+    c.num_scheduled = parent.num_scheduled;
+    c.registered = false;  // until the plan's pre_fork gives the executor its state
+    // The booker forks it first thing in the next booking (a failure there,
+    // possible only in the contiguous layout, preempts the group).
+    beam_forks_.push_back({parent.id, c.id, {}});
   }
   for (size_t j = 0; j < next.size(); ++j) {
     next[j].index = int32_t(j);
     seq_index_[next[j].id] = {&g, int32_t(j)};
+    owners_.push_back({next[j].id, g.id, int32_t(j)});
   }
   g.seqs = std::move(next);
   g.forked = true;
   b.pending.assign(g.seqs.size(), {});
   b.has_pending.assign(g.seqs.size(), false);
-  if (lost) preempt(g);
-}
-
-// Recomputed beams re-share the full blocks of their common prefix through
-// the prefix cache: those count once (paged layout with caching only).
-int64_t SchedulerCore::beam_shared_blocks(SequenceGroup& g) {
-  const BlockManagerConfig& c = blocks_.config();
-  if (!g.beam || g.seqs.size() < 2 || c.layout != KvLayout::paged || !c.enable_prefix_caching) return 0;
-  size_t common = g.seqs[0].tokens.size();
-  for (const Sequence& s : g.seqs) {
-    const auto diff = std::mismatch(s.tokens.begin(), s.tokens.end(), g.seqs[0].tokens.begin(),
-                                    g.seqs[0].tokens.end());
-    common = std::min(common, size_t(diff.first - s.tokens.begin()));
-  }
-  return int64_t(common / size_t(blocks_.block_size())) * int64_t(g.seqs.size() - 1);
 }
 
 }  // namespace pagoda::actors

@@ -54,7 +54,12 @@ struct Sequence {
   int32_t index = 0;                 // sample index within the group
   std::vector<TokenId> tokens;       // prompt + output
   int32_t prompt_len = 0;
-  int32_t num_computed = 0;
+  int32_t num_computed = 0;          // K/V written by steps that completed
+  int32_t num_scheduled = 0;         // K/V booked by planned steps (>= num_computed)
+  int32_t pending = 0;               // samples of steps in flight not yet applied
+  uint32_t epoch = 0;                // bumped when preempted: older in-flight records are stale
+  bool registered = false;           // the executor holds its state (released when freed)
+  std::shared_ptr<const std::vector<TokenId>> frozen;  // tokens while waiting (booking)
   SeqStatus status = SeqStatus::waiting;
   FinishReason finish = FinishReason::none;
   bool finish_requested = false;     // by the request side; honoured after the step

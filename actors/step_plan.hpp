@@ -2,17 +2,27 @@
 // the executor answers. Plain values (no CAF types), copyable, so that the
 // scheduler core, the executor and their tests share them.
 //
-// A plan lists, in order:
-//   copies   copy-on-write block copies, run before any attention;
-//   entries  sequences that compute tokens this step: tokens[i] sits at
-//            position num_cached + i; block_table covers num_cached +
-//            tokens.size() tokens (the BlockManager gave the slots);
-//   samples  rows to sample: the logits of entries[entry]'s last row, drawn
-//            with `params` (seed, step = the sequence's output length). Several
-//            samples may name one entry (parallel sampling right after the
-//            shared prompt's prefill). `history` holds prompt + output ids when
-//            the row's penalties need them (else empty; prompt_len/output_len
-//            of params then say 0 and the executor ignores the spans).
+// Plans carry deltas: the executor keeps every sequence's block table, token
+// count, history (for penalties) and last sampled id across steps
+// (actors/seq_mirror.hpp). A plan lists, applied in this order:
+//   pre_forks  (parent, child): child starts as a copy of parent (beams);
+//   releases   sequences whose state the executor drops (freed, preempted);
+//   copies     copy-on-write block copies, run before any attention;
+//   entries    sequences that compute tokens this step: `tokens` (known ids)
+//              then num_placeholders ids the executor fills with the last
+//              id it sampled for the sequence (scheduling ahead), at
+//              positions num_cached..; `delta` updates its table first
+//              (`fresh`: a new or re-admitted sequence whose state starts
+//              here, with prompt_len and, when penalties need it, the
+//              history of its first num_cached tokens in `prefix`);
+//   forks      (parent, child) after the entries (n > 1: the children share
+//              the prompt just prefilled and sample from the parent's row);
+//   samples    rows to sample: the logits of entries[entry]'s last row, drawn
+//              with `params` (seed, step = the sample's output index). The
+//              executor fills the history spans of rows with penalties from
+//              its own history of the sequence.
+// depends_on: the step in flight when this one was planned (0: none); if
+// that step failed or was skipped, the executor skips this one too.
 // A result has one SampleOutput per plan sample, in the same order.
 #pragma once
 
@@ -26,30 +36,46 @@ namespace pagoda::actors {
 
 struct PlanEntry {
   SeqId seq = 0;
-  std::vector<TokenId> tokens;        // computed this step (a chunk or one decode token)
+  std::vector<TokenId> tokens;        // known ids computed this step (a chunk or a decode token)
+  int32_t num_placeholders = 0;       // then this many ids sampled by the previous step
   int32_t num_cached = 0;             // tokens of seq already in the cache
-  std::vector<BlockId> block_table;   // physical blocks of seq's logical blocks
+  bool fresh = false;                 // the sequence's executor state starts here
+  int32_t table_from = 0;             // table[table_from..] := new_blocks
+  std::vector<BlockId> new_blocks;
+  int32_t prompt_len = 0;             // fresh only
+  std::vector<TokenId> prefix;        // fresh with penalties: ids [0, num_cached)
+  int32_t num_new() const { return int32_t(tokens.size()) + num_placeholders; }
+};
+
+struct SeqForkOp {
+  SeqId parent = 0, child = 0;
+  std::vector<BlockId> table;  // the child's own table, when not the parent's (contiguous layout)
 };
 
 struct PlanSample {
   SeqId seq = 0;                      // the sequence the sampled token goes to
   int32_t entry = 0;                  // index into StepPlan::entries
   gpu::SamplingRowParams params;      // history offsets are filled by the executor
-  std::vector<TokenId> history;       // prompt + output when penalties need them
-  int32_t prompt_len = 0;             // of history
+  bool use_history = false;           // penalties: the executor supplies the history
   std::vector<TokenId> banned;        // never sampled this step (EOS before min_tokens)
 };
 
 struct StepPlan {
   uint64_t step_id = 0;
+  uint64_t depends_on = 0;
+  std::vector<SeqId> releases;
+  std::vector<SeqForkOp> pre_forks;
   std::vector<BlockCopy> copies;
   std::vector<PlanEntry> entries;
+  std::vector<SeqForkOp> forks;
   std::vector<PlanSample> samples;
 
   bool empty() const { return entries.empty(); }
+  // Carries state changes for the executor even without entries.
+  bool has_state() const { return !releases.empty() || !pre_forks.empty() || !copies.empty(); }
   int32_t num_tokens() const {
     int32_t n = 0;
-    for (const PlanEntry& e : entries) n += int32_t(e.tokens.size());
+    for (const PlanEntry& e : entries) n += e.num_new();
     return n;
   }
 };
@@ -64,6 +90,7 @@ struct SampleOutput {
 
 struct StepResult {
   uint64_t step_id = 0;
+  bool skipped = false;               // planned on a failed step: nothing ran
   std::vector<SampleOutput> samples;  // one per plan sample, same order
 };
 

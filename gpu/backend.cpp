@@ -1,5 +1,6 @@
 #include "gpu/backend.hpp"
 
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,18 @@ void DeviceBuffer::reset() noexcept {
   owner_ = nullptr;
   ptr_ = nullptr;
   bytes_ = 0;
+}
+
+Result<PinnedBuffer> Backend::allocate_pinned(size_t bytes) {
+  if (bytes == 0) return PinnedBuffer();
+  void* p = ::operator new(bytes, std::align_val_t(256), std::nothrow);
+  if (p == nullptr) return make_error("allocate_pinned: out of host memory (" + std::to_string(bytes) + " bytes)");
+  return PinnedBuffer(p, bytes, [](void* q) noexcept { ::operator delete(q, std::align_val_t(256)); });
+}
+
+Result<void> Backend::upload_async(DeviceBuffer& dst, size_t dst_offset, const void* src,
+                                   size_t bytes) {
+  return upload(dst, dst_offset, src, bytes);
 }
 
 namespace {

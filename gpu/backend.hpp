@@ -22,6 +22,7 @@
 #include "gpu/device_buffer.hpp"
 #include "gpu/kv_cache.hpp"
 #include "gpu/ops.hpp"
+#include "gpu/pinned_buffer.hpp"
 #include "gpu/result.hpp"
 #include "gpu/rope_table.hpp"
 
@@ -52,6 +53,21 @@ class Backend {
                                 size_t bytes) = 0;
   // Waits until every op issued so far has finished.
   virtual void synchronize() = 0;
+
+  // ---- asynchronous uploads from pinned host memory (per-step metadata) -------
+  // Host memory for upload_async sources (CUDA: page-locked; the default, for
+  // the CPU backend: ordinary 256-byte-aligned memory). bytes == 0 gives an
+  // empty buffer.
+  virtual Result<PinnedBuffer> allocate_pinned(size_t bytes);
+  // Queues a copy of host bytes into dst at dst_offset, ordered before every
+  // op issued after it, and returns without waiting (CUDA: cudaMemcpyAsync on
+  // the backend's stream). The caller must leave [src, src + bytes) unchanged
+  // until the next synchronize() or download(); src should lie in a buffer
+  // from allocate_pinned (other memory works, but CUDA then copies it
+  // synchronously). An out-of-range (offset, bytes) is an Error, nothing
+  // copied. The default (the CPU backend) is upload(): done on return.
+  virtual Result<void> upload_async(DeviceBuffer& dst, size_t dst_offset, const void* src,
+                                    size_t bytes);
 
   // A KV cache of exactly num_blocks blocks (> 0) per layer.
   Result<KvCache> create_kv_cache(const KvCacheSpec& spec, int64_t num_blocks);

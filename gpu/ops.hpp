@@ -108,7 +108,10 @@ struct KvCacheWriteParams {
 // context_lens[s] - q_len + i) attends keys [0, context_lens[s] - q_len + i].
 // Decode is the q_len == 1 case. block_tables[s, b] is the physical block of
 // logical block b; entries at or past ceil(context_lens[s] / block_size) are
-// never read (they may hold anything).
+// never read (they may hold anything). With block_table_rows set, sequence s
+// uses row block_table_rows[s] of block_tables instead of row s, so that a
+// persistent table (model::BlockTableArena: one row per running sequence,
+// updated only where it changes) serves every step without a per-step copy.
 struct AttentionMetadata {
   int32_t num_tokens = 0;                 // T (rows of q and out)
   int32_t num_seqs = 0;                   // S
@@ -117,6 +120,9 @@ struct AttentionMetadata {
   const int32_t* block_tables = nullptr;     // [S, max_blocks_per_seq]
   int32_t max_blocks_per_seq = 0;
   int32_t max_context_len = 0;            // >= every context_lens[s] (grid sizing)
+  // [S] row of block_tables that sequence s uses; nullptr = row s. With it,
+  // block_tables is [rows, max_blocks_per_seq] for any rows > every entry.
+  const int32_t* block_table_rows = nullptr;
 };
 
 // ---- paged attention (decode, prefill and chunked prefill in one op) ---------

@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cmath>
+#include <cstring>
 
 namespace pagoda::gpu {
 
@@ -67,14 +68,25 @@ void dequantize_row(WeightFormat f, const void* src, float* dst, int64_t n) {
     case WeightFormat::F32:
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
+    // F16 / BF16 data need not be 2-byte aligned (safetensors tensors start
+    // at any byte): each element is loaded with memcpy, not through a
+    // uint16_t pointer (UB when misaligned; UBSan reported it).
     case WeightFormat::F16: {
-      const auto* h = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(h[i]);
+      const auto* p = static_cast<const unsigned char*>(src);
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        dst[i] = fp16_to_fp32(h);
+      }
       return;
     }
     case WeightFormat::BF16: {
-      const auto* h = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(h[i]);
+      const auto* p = static_cast<const unsigned char*>(src);
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        dst[i] = bf16_to_fp32(h);
+      }
       return;
     }
     case WeightFormat::Q8_0: dequant_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb); return;

@@ -7,6 +7,7 @@
 // string = u64 length + bytes; array = u32 element type + u64 count + elements.
 #include "model/gguf_file.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <map>
@@ -137,6 +138,7 @@ struct GgufFile::Impl {
   Result<void> parse_alignment();
   Result<void> parse_tensor_info(Reader& r, uint64_t index);
   Result<void> place_tensors(uint64_t header_end);
+  Result<void> check_overlaps() const;
 };
 
 Result<void> GgufFile::Impl::parse_header(Reader& r, uint64_t& n_tensors, uint64_t& n_kv) {
@@ -351,6 +353,29 @@ Result<void> GgufFile::Impl::place_tensors(uint64_t header_end) {
                         std::to_string(data_offset) + ")");
     }
     t.offset = data_offset + rel;
+  }
+  return check_overlaps();
+}
+
+// Two tensors whose bytes overlap are a corrupt (or hostile) file: writing
+// one would change the other, and a converter never produces them.
+Result<void> GgufFile::Impl::check_overlaps() const {
+  std::vector<const GgufTensorInfo*> order;
+  for (const GgufTensorInfo& t : tensors) {
+    if (t.nbytes > 0) order.push_back(&t);
+  }
+  std::sort(order.begin(), order.end(), [](const GgufTensorInfo* a, const GgufTensorInfo* b) {
+    return a->offset < b->offset;
+  });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const GgufTensorInfo& prev = *order[i - 1];
+    const GgufTensorInfo& next = *order[i];
+    if (next.offset < prev.offset + prev.nbytes) {
+      return make_error(path + ": tensors '" + prev.name + "' [" + std::to_string(prev.offset) +
+                        ", " + std::to_string(prev.offset + prev.nbytes) + ") and '" + next.name +
+                        "' [" + std::to_string(next.offset) + ", " +
+                        std::to_string(next.offset + next.nbytes) + ") overlap");
+    }
   }
   return {};
 }

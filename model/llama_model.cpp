@@ -65,6 +65,8 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& model_pa
   WeightLoadOptions wo;
   wo.precision = options.precision;
   wo.progress = options.progress;
+  wo.load_format = options.load_format;
+  wo.dummy_dtype = options.dummy_dtype;
   auto weights = load_llama_weights(model_path, backend, wo);
   if (!weights) return weights.error();
   auto opts = resolve_options(options, weights->config);

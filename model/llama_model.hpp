@@ -51,6 +51,9 @@ struct LoadOptions {
   // splits (then attention is bitwise batch-independent on every backend).
   int32_t attention_partition_size = -1;
   std::function<void(int32_t done, int32_t total)> progress;  // per loaded layer
+  // --load-format dummy: random weights of the config's shape (model/dummy_weights.hpp).
+  LoadFormat load_format = LoadFormat::kAuto;
+  DummyDtype dummy_dtype = DummyDtype::kAuto;
 };
 
 class LlamaModel {

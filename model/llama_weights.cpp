@@ -1,13 +1,16 @@
 #include "model/llama_weights.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <utility>
 
 #include "model/dequant.hpp"
+#include "model/dummy_weights.hpp"
 #include "model/gguf_file.hpp"
 #include "model/safetensors_file.hpp"
+#include "model/weight_check.hpp"
 
 #ifdef PAGODA_HAVE_CUDA
 #include "gpu/cuda/cuda_backend.hpp"
@@ -200,6 +203,10 @@ class Loader {
     if ((*t)->numel() % gpu::block_elems((*t)->format) != 0) {
       return make_error(file_.path() + ": tensor " + name + " is not a whole number of blocks");
     }
+    if (int64_t bad = first_non_finite((*t)->format, (*t)->data, (*t)->numel()); bad >= 0) {
+      return make_error(file_.path() + ": tensor " + name + " holds a non-finite value (NaN or Inf)" +
+                        " at element " + std::to_string(bad));
+    }
     return std::move(**t);
   }
 
@@ -388,6 +395,11 @@ Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinea
 
 Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Backend& backend,
                                         const WeightLoadOptions& options) {
+  if (options.load_format == LoadFormat::kDummy) {
+    auto config = load_model_config(model_path);
+    if (!config) return config.error();
+    return make_dummy_llama_weights(*config, backend, options);
+  }
   auto file = WeightFile::open(model_path);
   if (!file) return file.error();
   const WeightFile& f = **file;
@@ -414,6 +426,11 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
     auto fmt = info ? gpu::weight_format_from_ggml(info->raw_type) : std::nullopt;
     if (!fmt) return make_error(f.path() + ": rope_freqs.weight is missing or of a bad type");
     w.rope_freq_factors = to_f32(*fmt, f.gguf()->tensor_data(*info), c.head_dim / 2);
+    for (float x : w.rope_freq_factors) {
+      if (!(std::isfinite(x) && x > 0)) {
+        return make_error(f.path() + ": rope_freqs.weight holds a value that is not a positive finite number");
+      }
+    }
   }
   w.source_keepalive = *file;
   return w;

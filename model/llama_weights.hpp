@@ -49,6 +49,7 @@
 #include "gpu/device_buffer.hpp"
 #include "gpu/result.hpp"
 #include "gpu/weight_format.hpp"
+#include "model/dummy_format.hpp"
 #include "model/model_config.hpp"
 
 namespace pagoda::model {
@@ -110,10 +111,17 @@ struct WeightLoadOptions {
   WeightPrecision precision = WeightPrecision::kQuantized;
   // Called after each loaded layer with (done, total); may be empty.
   std::function<void(int32_t done, int32_t total)> progress;
+  // kDummy: random weights of the config's shape (model/dummy_weights.hpp);
+  // only the config is read from model_path.
+  LoadFormat load_format = LoadFormat::kAuto;
+  DummyDtype dummy_dtype = DummyDtype::kAuto;
+  uint64_t dummy_seed = 0x5eed;
 };
 
 // model_path: a .gguf file, or an HF directory (config.json + *.safetensors)
 // or its config.json. Reads the config, validates it and loads every tensor.
+// With options.load_format == kDummy, model_path is an HF directory or a
+// config.json (or a .gguf, whose metadata gives the config) and no tensor is read.
 Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Backend& backend,
                                         const WeightLoadOptions& options = {});
 

@@ -51,6 +51,11 @@ Result<int64_t> gguf_int(const GgufFile& g, const std::string& key, int64_t max)
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
+// validate_config's bounds (see there).
+constexpr int64_t kMaxLayers = 1024, kMaxHidden = 65536, kMaxHeads = 1024, kMaxHeadDim = 1024;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20, kMaxVocab = int64_t{1} << 22;
+constexpr int64_t kMaxContext = int64_t{1} << 21;  // 2 M tokens (the longest models: ~1 M)
+
 Result<int32_t> gguf_int32_or(const GgufFile& g, const std::string& key, int32_t fallback) {
   if (!g.find(key)) return fallback;
   auto v = gguf_int(g, key, kInt32Max);
@@ -486,9 +491,23 @@ Result<void> validate_config(const ModelConfig& c, const std::string& source) {
       {"num_heads", c.num_heads},   {"num_kv_heads", c.num_kv_heads},
       {"head_dim", c.head_dim},     {"intermediate_size", c.intermediate_size},
       {"vocab_size", c.vocab_size}, {"max_context", c.max_context}};
-  for (const auto& [name, value] : sizes) {
+  // Upper bounds far above every real Llama-family model, low enough that
+  // the sizes derived from them (weights, KV blocks per sequence, rope
+  // tables) stay far from int32/int64 overflow and from absurd allocations.
+  const int64_t maxima[] = {kMaxLayers, kMaxHidden, kMaxHeads, kMaxHeads, kMaxHeadDim,
+                            kMaxIntermediate, kMaxVocab, kMaxContext};
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    const auto& [name, value] = sizes[i];
     if (value <= 0)
       return fail(std::string(name) + " must be positive (got " + std::to_string(value) + ")");
+    if (value > maxima[i]) {
+      return fail(std::string(name) + " " + std::to_string(value) + " is implausibly large (at most " +
+                  std::to_string(maxima[i]) + ")");
+    }
+  }
+  if (int64_t(c.num_heads) * c.head_dim > kMaxHidden * 4) {
+    return fail("num_heads * head_dim " + std::to_string(int64_t(c.num_heads) * c.head_dim) +
+                " is implausibly large");
   }
   if (c.hidden_size % c.num_heads != 0) {
     return fail("num_heads " + std::to_string(c.num_heads) + " does not divide hidden_size " +

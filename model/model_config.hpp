@@ -81,7 +81,11 @@ Result<ModelConfig> load_model_config(const std::string& model_path);
 
 // Checks the invariants every loader relies on: positive sizes, num_heads
 // divides hidden_size, num_kv_heads divides num_heads, even head_dim,
-// positive rope_theta and rms_norm_eps. `source` prefixes error messages.
+// positive rope_theta and rms_norm_eps, and upper bounds far above real
+// models (1024 layers, hidden 65536, 1024 heads, head_dim 1024,
+// intermediate 2^20, vocabulary 2^22, context 2^21) so that absurd values
+// are an Error, not an overflow or a huge allocation. `source` prefixes
+// error messages.
 Result<void> validate_config(const ModelConfig& config, const std::string& source);
 
 }  // namespace pagoda::model

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "model/gguf_file.hpp"
+#include "model/model_config.hpp"
+#include "model/standin_tokenizer.hpp"
 
 namespace pagoda::model {
 namespace {
@@ -84,8 +86,20 @@ Result<void> read_tokenizer_config(const fs::path& dir, ModelText& text) {
   return {};
 }
 
+// A directory with neither tokenizer.json nor tokenizer.model (a bare
+// config.json for dummy weights): the byte-level stand-in, with the config's BOS/EOS.
+Result<std::shared_ptr<const Tokenizer>> dir_tokenizer(const std::string& dir) {
+  if (fs::exists(fs::path(dir) / "tokenizer.json") || fs::exists(fs::path(dir) / "tokenizer.model")) {
+    return Tokenizer::from_hf_dir(dir);
+  }
+  Result<ModelConfig> config = load_model_config(dir);
+  if (!config) return make_error(dir + ": no tokenizer.json or tokenizer.model, and " + config.error().message);
+  const int32_t eos = config->eos_token_ids.empty() ? -1 : config->eos_token_ids[0];
+  return make_standin_tokenizer(config->bos_token_id, eos);
+}
+
 Result<ModelText> from_hf_dir(const std::string& dir) {
-  auto tok = Tokenizer::from_hf_dir(dir);
+  auto tok = dir_tokenizer(dir);
   if (!tok) return tok.error();
   ModelText text;
   text.tokenizer = *tok;
@@ -113,6 +127,10 @@ bool is_gguf_path(const std::string& model_path) {
 Result<ModelText> load_model_text(const std::string& model_path) {
   std::error_code ec;
   if (fs::is_directory(model_path, ec)) return from_hf_dir(model_path);
+  if (fs::path(model_path).filename() == "config.json" && fs::exists(model_path, ec)) {
+    const std::string dir = fs::path(model_path).parent_path().string();
+    return from_hf_dir(dir.empty() ? "." : dir);
+  }
   if (!fs::exists(model_path, ec)) return make_error(model_path + ": no such file or directory");
   if (!is_gguf_path(model_path)) {
     return make_error(model_path + ": not a GGUF file (bad magic) and not a model directory");

@@ -1,7 +1,9 @@
 // ModelText: the text side of a model — its tokenizer, its chat template source
 // and the strings of its special tokens — loaded from a .gguf file or an HF
 // directory (tokenizer.json / tokenizer.model, tokenizer_config.json,
-// chat_template.jinja).
+// chat_template.jinja). A directory (or its config.json) without
+// tokenizer.json and tokenizer.model gets the byte-level stand-in
+// (model/standin_tokenizer.hpp) with the config's BOS/EOS ids.
 //
 // Contract: load_model_text() never throws; a missing or broken tokenizer is an
 // Error naming the file. A model without a chat template is not an error:

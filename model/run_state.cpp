@@ -13,7 +13,9 @@ struct MetaLayout {
   size_t ids, positions, qsl, ctx, tables, rows, slots, bytes;
 };
 
-MetaLayout meta_layout(int64_t T, int64_t S, int64_t MB, int64_t R) {
+// `tables`: int32 entries of the table section (S * max_blocks_per_seq dense,
+// S arena rows).
+MetaLayout meta_layout(int64_t T, int64_t S, int64_t tables, int64_t R) {
   MetaLayout m{};
   size_t at = 0;
   auto take = [&at](int64_t count, size_t elem) {
@@ -25,7 +27,7 @@ MetaLayout meta_layout(int64_t T, int64_t S, int64_t MB, int64_t R) {
   m.positions = take(T, 4);
   m.qsl = take(S + 1, 4);
   m.ctx = take(S, 4);
-  m.tables = take(S * MB, 4);
+  m.tables = take(tables, 4);
   m.rows = take(R, 4);
   at = (at + 7) / 8 * 8;
   m.slots = take(T, 8);
@@ -35,6 +37,32 @@ MetaLayout meta_layout(int64_t T, int64_t S, int64_t MB, int64_t R) {
 
 std::string row_error(const char* what, int64_t index, const std::string& problem) {
   return std::string("forward batch: ") + what + "[" + std::to_string(index) + "] " + problem;
+}
+
+// The staged step's pointers into the metadata buffer d (layout ml, just
+// uploaded from b).
+StagedStep staged_step(const uint8_t* d, const ForwardBatch& b, const MetaLayout& ml) {
+  auto i32 = [d](size_t off) { return reinterpret_cast<const int32_t*>(d + off); };
+  StagedStep st;
+  st.token_ids = i32(ml.ids);
+  st.positions = i32(ml.positions);
+  st.slot_mapping = reinterpret_cast<const int64_t*>(d + ml.slots);
+  st.logits_rows = i32(ml.rows);
+  st.num_logits_rows = b.num_logits_rows();
+  st.meta.num_tokens = b.num_tokens();
+  st.meta.num_seqs = b.num_seqs();
+  st.meta.query_start_loc = i32(ml.qsl);
+  st.meta.context_lens = i32(ml.ctx);
+  if (b.arena) {
+    st.meta.block_tables = b.arena->device();
+    st.meta.max_blocks_per_seq = b.arena->width();
+    st.meta.block_table_rows = i32(ml.tables);
+  } else {
+    st.meta.block_tables = i32(ml.tables);
+    st.meta.max_blocks_per_seq = b.max_blocks_per_seq;
+  }
+  st.meta.max_context_len = *std::max_element(b.context_lens.begin(), b.context_lens.end());
+  return st;
 }
 
 }  // namespace
@@ -56,7 +84,9 @@ Result<RunState> RunState::create(gpu::Backend& backend, const ModelConfig& c,
   const int64_t qkv = q + 2 * int64_t(c.num_kv_heads) * c.head_dim;
   const int64_t wide = std::max<int64_t>(qkv, 2 * int64_t(c.intermediate_size));
   const int64_t mid = std::max<int64_t>(q, c.intermediate_size);
-  const MetaLayout ml = meta_layout(T, limits.max_seqs, limits.max_blocks_per_seq, R);
+  // max_blocks_per_seq >= 1, so the table section also holds S arena rows.
+  const MetaLayout ml = meta_layout(T, limits.max_seqs,
+                                    int64_t(limits.max_seqs) * limits.max_blocks_per_seq, R);
   struct Want {
     gpu::DeviceBuffer* buf;
     size_t bytes;
@@ -73,11 +103,26 @@ Result<RunState> RunState::create(gpu::Backend& backend, const ModelConfig& c,
     *w.buf = std::move(buf).value();
     rs.device_bytes_ += w.bytes;
   }
-  rs.host_meta_.resize(ml.bytes);
+  auto host = backend.allocate_pinned(ml.bytes);
+  if (!host) return make_error("run state: metadata: " + host.error().message);
+  rs.host_meta_ = std::move(host).value();
   return rs;
 }
 
-Result<void> RunState::check(const ForwardBatch& b, const gpu::KvCache& cache) const {
+Result<void> RunState::check(const gpu::Backend& backend, const ForwardBatch& b,
+                             const gpu::KvCache& cache) const {
+  if (auto ok = check_shape(b, cache); !ok) return ok;
+  if (auto ok = b.arena ? check_arena(backend, b, cache) : check_dense(b); !ok) return ok;
+  if (auto ok = check_rows(b); !ok) return ok;
+  for (int32_t s = 0; s < b.num_seqs(); ++s) {
+    auto ok = b.arena ? check_sequence_row(b, s) : check_sequence(b, s, cache);
+    if (!ok) return ok;
+  }
+  return {};
+}
+
+// The cache's geometry, the batch's counts against the limits, the array sizes.
+Result<void> RunState::check_shape(const ForwardBatch& b, const gpu::KvCache& cache) const {
   const gpu::KvCacheSpec& spec = cache.spec();
   if (spec.num_layers != num_layers_ || spec.num_kv_heads != num_kv_heads_ ||
       spec.head_dim != head_dim_ || spec.block_size != limits_.block_size) {
@@ -105,11 +150,52 @@ Result<void> RunState::check(const ForwardBatch& b, const gpu::KvCache& cache) c
     return make_error("forward batch: positions, slot_mapping must have T entries and "
                       "query_start_loc S + 1");
   }
+  return {};
+}
+
+// Dense mode: block_tables is [S, max_blocks_per_seq] within the limits.
+Result<void> RunState::check_dense(const ForwardBatch& b) const {
+  const int32_t S = b.num_seqs();
+  if (!b.table_rows.empty()) {
+    return make_error("forward batch: table_rows without an arena (mixed modes)");
+  }
   if (b.max_blocks_per_seq < 1 || b.max_blocks_per_seq > limits_.max_blocks_per_seq ||
       b.block_tables.size() != size_t(S) * size_t(b.max_blocks_per_seq)) {
     return make_error("forward batch: block_tables must be [S, max_blocks_per_seq] with 1 <= "
                       "max_blocks_per_seq <= " + std::to_string(limits_.max_blocks_per_seq));
   }
+  return {};
+}
+
+// Arena mode: one row per sequence, a synced arena of this backend whose ids
+// are all cache blocks (assign() checked each against arena.num_blocks()).
+Result<void> RunState::check_arena(const gpu::Backend& backend, const ForwardBatch& b,
+                                   const gpu::KvCache& cache) const {
+  const BlockTableArena& a = *b.arena;
+  if (!b.block_tables.empty()) {
+    return make_error("forward batch: block_tables and an arena in one batch (mixed modes)");
+  }
+  if (b.table_rows.size() != size_t(b.num_seqs())) {
+    return make_error("forward batch: table_rows must have S entries");
+  }
+  if (a.backend() != &backend) {
+    return make_error("forward batch: the block table arena belongs to another backend");
+  }
+  if (a.dirty()) {
+    return make_error("forward batch: the block table arena has changes not uploaded "
+                      "(call sync() before forward)");
+  }
+  if (a.num_blocks() > cache.num_blocks()) {
+    return make_error("forward batch: the block table arena allows " +
+                      std::to_string(a.num_blocks()) + " blocks, the KV cache has " +
+                      std::to_string(cache.num_blocks()));
+  }
+  return {};
+}
+
+// Row-level arrays: query_start_loc's ends, token ids, logits rows, padding.
+Result<void> RunState::check_rows(const ForwardBatch& b) const {
+  const int32_t T = b.num_tokens(), S = b.num_seqs(), R = b.num_logits_rows();
   if (b.query_start_loc[0] != 0 || b.query_start_loc[size_t(S)] > T) {
     return make_error("forward batch: query_start_loc must start at 0 and end at most at T");
   }
@@ -129,23 +215,29 @@ Result<void> RunState::check(const ForwardBatch& b, const gpu::KvCache& cache) c
       return make_error(row_error("slot_mapping", t, "is a padding row and must be -1"));
     }
   }
-  for (int32_t s = 0; s < S; ++s) {
-    if (auto ok = check_sequence(b, s, cache); !ok) return ok;
+  return {};
+}
+
+// Sequence s's rows and context length; `table_tokens` is how many tokens its
+// table covers.
+Result<void> RunState::check_context(const ForwardBatch& b, int32_t s,
+                                     int64_t table_tokens) const {
+  const int32_t begin = b.query_start_loc[size_t(s)], end = b.query_start_loc[size_t(s) + 1];
+  const int32_t ctx = b.context_lens[size_t(s)], q_len = end - begin;
+  if (q_len < 1) return make_error(row_error("query_start_loc", s, "gives no rows"));
+  if (ctx < q_len || ctx > limits_.max_model_len || int64_t(ctx) > table_tokens) {
+    return make_error(row_error("context_lens", s, "= " + std::to_string(ctx) +
+                                                       " is below its rows or above the limits"));
   }
   return {};
 }
 
-// Sequence s: its rows, context length, the blocks it reads and the slots it writes.
+// Dense sequence s: its rows, context length, the blocks it reads and the slots it writes.
 Result<void> RunState::check_sequence(const ForwardBatch& b, int32_t s,
                                       const gpu::KvCache& cache) const {
-  const int32_t begin = b.query_start_loc[size_t(s)], end = b.query_start_loc[size_t(s) + 1];
-  const int32_t ctx = b.context_lens[size_t(s)], q_len = end - begin, bs = limits_.block_size;
-  if (q_len < 1) return make_error(row_error("query_start_loc", s, "gives no rows"));
-  if (ctx < q_len || ctx > limits_.max_model_len ||
-      int64_t(ctx) > int64_t(b.max_blocks_per_seq) * bs) {
-    return make_error(row_error("context_lens", s, "= " + std::to_string(ctx) +
-                                                       " is below its rows or above the limits"));
-  }
+  const int32_t bs = limits_.block_size;
+  if (auto ok = check_context(b, s, int64_t(b.max_blocks_per_seq) * bs); !ok) return ok;
+  const int32_t ctx = b.context_lens[size_t(s)];
   const int32_t* table = b.block_tables.data() + size_t(s) * size_t(b.max_blocks_per_seq);
   for (int32_t blk = 0; blk < (ctx + bs - 1) / bs; ++blk) {
     if (table[blk] < 0 || table[blk] >= cache.num_blocks()) {
@@ -153,6 +245,25 @@ Result<void> RunState::check_sequence(const ForwardBatch& b, int32_t s,
                                   "= " + std::to_string(table[blk]) + " is not a cache block"));
     }
   }
+  return check_slots(b, s, table);
+}
+
+// Arena sequence s: an acquired row whose entries cover its context; O(its rows).
+Result<void> RunState::check_sequence_row(const ForwardBatch& b, int32_t s) const {
+  const int32_t row = b.table_rows[size_t(s)];
+  if (!b.arena->acquired(row)) {
+    return make_error(row_error("table_rows", s, "= " + std::to_string(row) +
+                                                     " is not an acquired row of the arena"));
+  }
+  const int64_t covered = int64_t(b.arena->length(row)) * limits_.block_size;
+  if (auto ok = check_context(b, s, covered); !ok) return ok;
+  return check_slots(b, s, b.arena->host_row(row).data());
+}
+
+// Positions and slots of sequence s's rows against its table (host copy).
+Result<void> RunState::check_slots(const ForwardBatch& b, int32_t s, const int32_t* table) const {
+  const int32_t begin = b.query_start_loc[size_t(s)], end = b.query_start_loc[size_t(s) + 1];
+  const int32_t ctx = b.context_lens[size_t(s)], q_len = end - begin, bs = limits_.block_size;
   for (int32_t t = begin; t < end; ++t) {
     const int32_t pos = ctx - q_len + (t - begin);
     if (b.positions[size_t(t)] != pos) {
@@ -172,10 +283,11 @@ Result<StagedStep> RunState::stage(gpu::Backend& backend, const ForwardBatch& b,
   if (b.context_lens.empty() || b.token_ids.empty()) {
     return make_error("forward batch: empty (no sequences or no tokens)");
   }
-  if (auto ok = check(b, cache); !ok) return ok.error();
+  if (auto ok = check(backend, b, cache); !ok) return ok.error();
   const int32_t T = b.num_tokens(), S = b.num_seqs(), R = b.num_logits_rows();
-  const MetaLayout ml = meta_layout(T, S, b.max_blocks_per_seq, R);
-  uint8_t* h = host_meta_.data();
+  const std::vector<int32_t>& tables = b.arena ? b.table_rows : b.block_tables;
+  const MetaLayout ml = meta_layout(T, S, int64_t(tables.size()), R);
+  uint8_t* h = host_meta_.as<uint8_t>();
   auto put = [h](size_t off, const auto& v) {
     std::memcpy(h + off, v.data(), v.size() * sizeof(v[0]));
   };
@@ -183,25 +295,14 @@ Result<StagedStep> RunState::stage(gpu::Backend& backend, const ForwardBatch& b,
   put(ml.positions, b.positions);
   put(ml.qsl, b.query_start_loc);
   put(ml.ctx, b.context_lens);
-  put(ml.tables, b.block_tables);
+  put(ml.tables, tables);
   put(ml.rows, b.logits_rows);
   put(ml.slots, b.slot_mapping);
-  if (auto up = backend.upload(meta_, 0, h, ml.bytes); !up) return up.error();
-  const auto* d = meta_.as<const uint8_t>();
-  StagedStep st;
-  st.token_ids = reinterpret_cast<const int32_t*>(d + ml.ids);
-  st.positions = reinterpret_cast<const int32_t*>(d + ml.positions);
-  st.slot_mapping = reinterpret_cast<const int64_t*>(d + ml.slots);
-  st.logits_rows = reinterpret_cast<const int32_t*>(d + ml.rows);
-  st.num_logits_rows = R;
-  st.meta.num_tokens = T;
-  st.meta.num_seqs = S;
-  st.meta.query_start_loc = reinterpret_cast<const int32_t*>(d + ml.qsl);
-  st.meta.context_lens = reinterpret_cast<const int32_t*>(d + ml.ctx);
-  st.meta.block_tables = reinterpret_cast<const int32_t*>(d + ml.tables);
-  st.meta.max_blocks_per_seq = b.max_blocks_per_seq;
-  st.meta.max_context_len = *std::max_element(b.context_lens.begin(), b.context_lens.end());
-  return st;
+  // Queued before the forward's kernels; the step's one synchronization is
+  // the download of its sampled ids, so the pinned twin is free again by the
+  // next stage().
+  if (auto up = backend.upload_async(meta_, 0, h, ml.bytes); !up) return up.error();
+  return staged_step(meta_.as<const uint8_t>(), b, ml);
 }
 
 }  // namespace pagoda::model

@@ -8,6 +8,12 @@
 // limits, the model and the KV cache (every index the kernels will follow is
 // in range, positions/slots agree with context_lens and block tables) and
 // returns an Error naming the first problem before anything is written.
+// Dense batches (ForwardBatch::block_tables) are checked block by block and
+// their tables uploaded; arena batches (ForwardBatch::arena, table_rows) cost
+// O(T + S): each row must be acquired and cover its sequence's context (its
+// entries were checked by BlockTableArena::assign), the arena must be synced
+// and belong to the same backend; only the S row numbers are uploaded and the
+// kernels read the arena's device table through block_table_rows.
 //
 // Must not outlive its Backend. Not thread-safe: one forward at a time.
 #pragma once
@@ -40,7 +46,7 @@ struct StagedStep {
   const int32_t* positions = nullptr;     // [T]
   const int64_t* slot_mapping = nullptr;  // [T]
   const int32_t* logits_rows = nullptr;   // [R]
-  gpu::AttentionMetadata meta;            // query_start_loc, context_lens, block_tables
+  gpu::AttentionMetadata meta;            // query_start_loc, context_lens, block tables (+ rows)
   int32_t num_logits_rows = 0;
 };
 
@@ -52,7 +58,10 @@ class RunState {
   const RunStateLimits& limits() const { return limits_; }
   uint64_t device_bytes() const { return device_bytes_; }
 
-  // Validates `batch` (see above), packs its metadata and uploads it.
+  // Validates `batch` (see above), packs its metadata and uploads it (one
+  // upload). Arena mode requires batch.arena->sync(backend) since its last
+  // assign(); the arena must stay alive and unchanged until the step's ops
+  // have been issued.
   Result<StagedStep> stage(gpu::Backend& backend, const ForwardBatch& batch,
                            const gpu::KvCache& cache);
 
@@ -67,16 +76,25 @@ class RunState {
   const gpu::DeviceBuffer& logits_buffer() const { return logits_; }
 
  private:
-  Result<void> check(const ForwardBatch& batch, const gpu::KvCache& cache) const;
+  Result<void> check(const gpu::Backend& backend, const ForwardBatch& batch,
+                     const gpu::KvCache& cache) const;
+  Result<void> check_shape(const ForwardBatch& batch, const gpu::KvCache& cache) const;
+  Result<void> check_dense(const ForwardBatch& batch) const;
+  Result<void> check_arena(const gpu::Backend& backend, const ForwardBatch& batch,
+                           const gpu::KvCache& cache) const;
+  Result<void> check_rows(const ForwardBatch& batch) const;
+  Result<void> check_context(const ForwardBatch& batch, int32_t s, int64_t table_tokens) const;
   Result<void> check_sequence(const ForwardBatch& batch, int32_t s,
                               const gpu::KvCache& cache) const;
+  Result<void> check_sequence_row(const ForwardBatch& batch, int32_t s) const;
+  Result<void> check_slots(const ForwardBatch& batch, int32_t s, const int32_t* table) const;
 
   RunStateLimits limits_;
   int32_t vocab_size_ = 0;
   int32_t num_layers_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
   gpu::DeviceBuffer residual_, delta_, normed_, wide_, mid_, gathered_, logits_;
   gpu::DeviceBuffer meta_;          // the staged metadata
-  std::vector<uint8_t> host_meta_;  // its host twin, same size
+  gpu::PinnedBuffer host_meta_;     // its host twin, same size (pinned: async upload)
   uint64_t device_bytes_ = 0;
 };
 

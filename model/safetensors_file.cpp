@@ -93,6 +93,23 @@ Result<simdjson::dom::element> parse_json(simdjson::dom::parser& parser, const u
   return doc;
 }
 
+// Tensors whose bytes overlap: a corrupt or hostile header.
+Result<void> check_overlaps(const std::string& path, const std::vector<StTensor>& tensors) {
+  std::vector<const StTensor*> order;
+  for (const StTensor& t : tensors) {
+    if (t.nbytes > 0) order.push_back(&t);
+  }
+  std::sort(order.begin(), order.end(),
+            [](const StTensor* a, const StTensor* b) { return a->data < b->data; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    if (order[i]->data < order[i - 1]->data + order[i - 1]->nbytes) {
+      return make_error(path + ": tensors '" + order[i - 1]->name + "' and '" + order[i]->name +
+                        "' overlap in the data section");
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 const char* st_dtype_name(StDtype dtype) {
@@ -149,6 +166,7 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
     f.index_.emplace(t.name, f.tensors_.size());
     f.tensors_.push_back(std::move(t));
   }
+  if (auto ok = check_overlaps(path, f.tensors_); !ok) return ok.error();
   return f;
 }
 

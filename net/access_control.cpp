@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "net/sha256.hpp"
+
 namespace pagoda::net {
 namespace {
 
@@ -32,13 +34,15 @@ std::string host_port(std::string_view hp, std::string_view default_port) {
 }  // namespace
 
 bool constant_time_equal(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  const Sha256Digest da = sha256(a), db = sha256(b);
+  volatile unsigned char diff = 0;  // volatile: no early exit may be compiled in
+  for (size_t i = 0; i < da.size(); ++i) diff = diff | static_cast<unsigned char>(da[i] ^ db[i]);
   return diff == 0;
 }
 
-bool is_public_path(std::string_view path) { return path == "/health" || path == "/metrics"; }
+bool is_public_path(std::string_view path, bool public_metrics) {
+  return path == "/health" || (public_metrics && path == "/metrics");
+}
 
 bool bearer_authorized(const std::map<std::string, std::string>& headers, const std::string& key) {
   if (key.empty()) return true;

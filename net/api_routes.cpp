@@ -11,7 +11,9 @@
 //
 // One HTTP request is one engine request; the transport serves one request
 // at a time per connection, so per-connection in-flight limits need nothing
-// here. Disconnect = cancel: the route registers Responder::on_close to
+// here. Per client address (ServerOptions::max_requests_per_client) a 429
+// too_many_requests, and while the engine's waiting queue holds max_waiting
+// groups a 429 overloaded (Retry-After: 1). Disconnect = cancel: the route registers Responder::on_close to
 // cancel the engine request (CompletionStream also refuses tokens once the
 // responder is closed).
 #include "net/api_routes.hpp"
@@ -88,10 +90,23 @@ class ApiRoutes : public HttpHandler {
     return std::nullopt;
   }
 
+  // The engine's waiting queue is full: the 429 to answer, else none.
+  std::optional<ApiError> overloaded() const {
+    const int32_t max = context_->options.max_waiting;
+    if (max <= 0 || context_->engine->stats().waiting < max) return std::nullopt;
+    return ApiError{429, "the server's waiting queue is full; retry later", {}, "overloaded"};
+  }
+
+  void fail_429(Responder& responder, const ApiError& error) {
+    context_->requests_rejected.fetch_add(1, std::memory_order_relaxed);
+    responder.respond(429, kJson, error_json(error), {{"Retry-After", "1"}});
+  }
+
   void generate(ApiKind kind, const HttpRequest& request, std::shared_ptr<Responder> responder) {
     if (auto e = unavailable()) return fail(*responder, *e);
     ParsedRequest parsed = parse_openai_request(kind, request.body, context_->model_id());
-    if (parsed.error) return fail(*responder, *parsed.error);
+    if (parsed.error) return fail(*responder, *parsed.error);  // a bad body is a 400 even when busy
+    if (auto e = overloaded()) return fail_429(*responder, *e);
     OpenAiRequest& req = parsed.request;
     if (auto e = resolve_prompt(*context_, req)) return fail(*responder, *e);
     StreamSettings settings;
@@ -101,8 +116,16 @@ class ApiRoutes : public HttpHandler {
     settings.top_logprobs = req.top_logprobs;
     settings.n = req.generate.sampling.n;
     settings.beam = req.generate.sampling.beam_width > 0;
+    const int32_t per_client = context_->options.max_requests_per_client;
+    ClientLimits::Ticket ticket = context_->clients->acquire(request.client, per_client);
+    if (!ticket) {
+      return fail_429(*responder, ApiError{429, "this client already has " + std::to_string(per_client) +
+                                                    " requests in flight (max_requests_per_client)",
+                                           {}, "too_many_requests"});
+    }
     auto sink = std::make_shared<CompletionStream>(context_, responder, make_response_meta(kind, context_->model_id()),
                                                    settings);
+    sink->hold(std::move(ticket));
     sink->begin();
     actors::RequestHandle handle = context_->engine->submit(std::move(req.generate), sink);
     responder->on_close([handle]() mutable { handle.cancel(); });

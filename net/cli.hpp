@@ -22,6 +22,51 @@ std::string json_list(const std::vector<T>& values) {
   return out.str();
 }
 
+// --load-format auto|dummy and --dummy-dtype auto|bf16|f32|q8_0|q4_0 (names
+// checked by CLI11; parse with model::parse_load_format / parse_dummy_dtype).
+inline void add_load_format_options(CLI::App* cmd, std::string& load_format,
+                                    std::string& dummy_dtype) {
+  cmd->add_option("--load-format", load_format,
+                  "auto: weights from the model files; dummy: random weights of the "
+                  "config.json's shape (fixed seed)")
+      ->check(CLI::IsMember({"auto", "dummy"}));
+  cmd->add_option("--dummy-dtype", dummy_dtype,
+                  "Dummy weights' format: auto (bf16 on CUDA, f32 on CPU), bf16, f32, q8_0, "
+                  "q4_0 (q8_0/q4_0 need --precision quantized on the CPU)")
+      ->check(CLI::IsMember({"auto", "bf16", "f32", "q8_0", "q4_0"}));
+}
+
+// The engine's runtime flags, shared by serve and generate:
+// --no-async-scheduling (lockstep), --step-timeout S, --actor-threads N
+// (request actors' pool), --shared-engine-threads (scheduler and block
+// manager on that pool instead of a thread each).
+struct EngineRuntimeArgs {
+  bool no_async_scheduling = false;
+  double step_timeout_s = 300.0;
+  size_t actor_threads = 2;
+  bool shared_engine_threads = false;
+};
+
+inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
+  cmd->add_flag("--no-async-scheduling", a.no_async_scheduling,
+                "Lockstep: plan the next step only after the last one's result (default: one "
+                "step ahead; outputs are identical)");
+  cmd->add_option("--step-timeout", a.step_timeout_s,
+                  "Seconds a step may take before its requests end with an error (0: no limit)");
+  cmd->add_option("--actor-threads", a.actor_threads, "Threads for the request actors");
+  cmd->add_flag("--shared-engine-threads", a.shared_engine_threads,
+                "Run the scheduler and block-manager actors on the request actors' threads "
+                "(default: a thread each)");
+}
+
+template <class EngineOptions>
+void apply_engine_runtime_options(const EngineRuntimeArgs& a, EngineOptions& o) {
+  o.async_scheduling = !a.no_async_scheduling;
+  o.step_timeout_s = a.step_timeout_s;
+  o.actor_threads = a.actor_threads;
+  o.dedicated_engine_threads = !a.shared_engine_threads;
+}
+
 void add_inspect_command(CLI::App& app, int& exit_code);
 void add_tokenize_command(CLI::App& app, int& exit_code);
 void add_chat_template_command(CLI::App& app, int& exit_code);

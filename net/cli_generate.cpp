@@ -17,6 +17,8 @@
 #include <sstream>
 
 #include "actors/engine.hpp"
+#include "gpu/cpu/host_memory.hpp"
+#include "gpu/device.hpp"
 #include "model/json_value.hpp"
 #include "model/model_inspect.hpp"
 #include "net/cli.hpp"
@@ -25,10 +27,12 @@ namespace pagoda::net {
 namespace {
 
 struct GenerateArgs {
+  EngineRuntimeArgs runtime;
   std::string model, prompt, prompts_file, precision = "exact", backend = "auto";
+  std::string load_format = "auto", dummy_dtype = "auto";
   actors::SamplingOptions sampling;
   uint64_t seed = 0;
-  uint64_t kv_cache_memory = uint64_t(256) << 20;
+  uint64_t kv_cache_memory = 0;  // 0: gpu::cpu::kv_cache_budget decides
   int max_num_seqs = 64, max_num_batched_tokens = 512;
   bool chat = false, json = false;
   bool n_given = false;  // --n on the command line (beam search: else n = beam width)
@@ -180,9 +184,16 @@ Result<std::unique_ptr<actors::Engine>> start_engine(const GenerateArgs& a) {
   else if (a.backend != "auto") return make_error("--backend must be auto, cpu or cuda (got '" + a.backend + "')");
   opts.precision = a.precision == "quantized" ? model::WeightPrecision::kQuantized
                                               : model::WeightPrecision::kExact;
-  opts.kv_cache_bytes = a.kv_cache_memory;
+  opts.load_format = *model::parse_load_format(a.load_format);  // CLI11 checked the names
+  opts.dummy_dtype = *model::parse_dummy_dtype(a.dummy_dtype);
+  const bool cpu_run =
+      a.backend == "cpu" || (a.backend == "auto" && gpu::probe_devices().device_count == 0);
+  const gpu::cpu::KvBudget kv = gpu::cpu::kv_cache_budget(a.kv_cache_memory, cpu_run);
+  opts.kv_cache_bytes = kv.bytes;
+  std::cerr << "pagoda: kv cache budget " << (kv.bytes >> 20) << " MiB (" << kv.how << ")\n";
   opts.max_num_seqs = a.max_num_seqs;
   opts.max_num_batched_tokens = a.max_num_batched_tokens;
+  apply_engine_runtime_options(a.runtime, opts);
   return actors::Engine::start(opts);
 }
 
@@ -268,7 +279,10 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", a->precision, "exact: fp32 weights (matches HF); quantized: GGUF "
                   "blocks with int8 activations (faster)")->check(CLI::IsMember({"exact", "quantized"}));
   cmd->add_option("--backend", a->backend, "auto, cpu or cuda");
-  cmd->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache budget in bytes");
+  add_load_format_options(cmd, a->load_format, a->dummy_dtype);
+  add_engine_runtime_options(cmd, a->runtime);
+  cmd->add_option("--kv-cache-memory", a->kv_cache_memory,
+                  "KV cache budget in bytes (default: 30% of available memory on the CPU)");
   cmd->add_option("--max-num-seqs", a->max_num_seqs, "Sequences per step at most");
   cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per step at most");
   cmd->add_flag("--chat", a->chat, "Wrap each prompt as one user message in the chat template");

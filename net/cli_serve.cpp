@@ -21,6 +21,8 @@
 #include <iostream>
 
 #include "actors/engine.hpp"
+#include "gpu/cpu/host_memory.hpp"
+#include "gpu/device.hpp"
 #include "net/api_routes.hpp"
 #include "net/cli.hpp"
 #include "net/http_server.hpp"
@@ -29,9 +31,11 @@ namespace pagoda::net {
 namespace {
 
 struct ServeArgs {
+  EngineRuntimeArgs runtime;
   std::string model, precision = "quantized", backend = "auto";
+  std::string load_format = "auto", dummy_dtype = "auto";
   ServerOptions server;
-  uint64_t kv_cache_memory = uint64_t(256) << 20;
+  uint64_t kv_cache_memory = 0;  // 0: gpu::cpu::kv_cache_budget decides
   int max_num_seqs = 64, max_num_batched_tokens = 512, max_model_len = 0;
   int idle_timeout_s = 300, header_timeout_s = 30;
 };
@@ -62,10 +66,17 @@ Result<actors::EngineOptions> engine_options(const ServeArgs& a) {
   else if (a.backend == "cuda") o.backend = gpu::BackendKind::kCuda;
   else if (a.backend != "auto") return make_error("--backend must be auto, cpu or cuda (got '" + a.backend + "')");
   o.precision = a.precision == "exact" ? model::WeightPrecision::kExact : model::WeightPrecision::kQuantized;
-  o.kv_cache_bytes = a.kv_cache_memory;
+  o.load_format = *model::parse_load_format(a.load_format);  // CLI11 checked the names
+  o.dummy_dtype = *model::parse_dummy_dtype(a.dummy_dtype);
+  const bool cpu_run =
+      a.backend == "cpu" || (a.backend == "auto" && gpu::probe_devices().device_count == 0);
+  const gpu::cpu::KvBudget kv = gpu::cpu::kv_cache_budget(a.kv_cache_memory, cpu_run);
+  o.kv_cache_bytes = kv.bytes;
+  std::cerr << "pagoda: kv cache budget " << (kv.bytes >> 20) << " MiB (" << kv.how << ")\n";
   o.max_num_seqs = a.max_num_seqs;
   o.max_num_batched_tokens = a.max_num_batched_tokens;
   o.max_model_len = a.max_model_len;
+  apply_engine_runtime_options(a.runtime, o);
   return o;
 }
 
@@ -125,6 +136,11 @@ void add_limit_options(CLI::App* cmd, ServeArgs& a) {
                   "Outgoing bytes queued per connection before it is dropped as a slow consumer");
   cmd->add_option("--idle-timeout", a.idle_timeout_s, "Seconds an idle connection stays open");
   cmd->add_option("--header-timeout", a.header_timeout_s, "Seconds a request may take to arrive");
+  cmd->add_option("--max-requests-per-client", s.max_requests_per_client,
+                  "Generate requests in flight per client address, all connections together (0: no cap)");
+  cmd->add_option("--max-waiting", s.max_waiting,
+                  "Requests waiting in the engine at which new ones get 429 overloaded (0: no cap)");
+  cmd->add_option("--max-response-bytes", s.max_response_bytes, "Largest non-streamed completion body");
 }
 
 }  // namespace
@@ -137,13 +153,19 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--port", a->server.port, "Port to listen on (0: any free port)");
   cmd->add_option("--api-key", a->server.api_key, "Require this key (default: env PAGODA_API_KEY)");
   cmd->add_option("--allowed-origin", a->server.allowed_origins,
-                  "WebSocket Origin allowed (repeatable; default: the server's own host)");
+                  "Origin allowed for HTTP and WebSocket, answered with CORS (repeatable; default: the server's own host)");
+  cmd->add_option("--allowed-host", a->server.allowed_hosts,
+                  "Host header name served besides localhost, IP literals and --host (repeatable; * = any)");
+  cmd->add_flag("--public-metrics", a->server.public_metrics, "Serve /metrics without the API key");
   cmd->add_option("--web-root", a->server.web_root, "Static files served at / (default: <repo>/web)");
   cmd->add_option("--served-model-name", a->server.served_model_name, "Model id in the API");
   cmd->add_option("--backend", a->backend, "auto, cpu or cuda");
   cmd->add_option("--precision", a->precision, "quantized (default: GGUF blocks, faster) or exact (fp32)")
       ->check(CLI::IsMember({"exact", "quantized"}));
-  cmd->add_option("--kv-cache-memory", a->kv_cache_memory, "KV cache budget in bytes");
+  add_load_format_options(cmd, a->load_format, a->dummy_dtype);
+  add_engine_runtime_options(cmd, a->runtime);
+  cmd->add_option("--kv-cache-memory", a->kv_cache_memory,
+                  "KV cache budget in bytes (default: 30% of available memory on the CPU)");
   cmd->add_option("--max-num-seqs", a->max_num_seqs, "Sequences per step at most");
   cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per step at most");
   cmd->add_option("--max-model-len", a->max_model_len, "Context length (0: the model's)");

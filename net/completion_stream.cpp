@@ -2,6 +2,17 @@
 #include "net/completion_stream.hpp"
 
 namespace pagoda::net {
+namespace {
+
+// JSON around one token's text and logprob entry (quotes, keys, number).
+constexpr size_t kTokenOverhead = 48;
+
+std::string too_large_message(size_t limit) {
+  return "the response would exceed " + std::to_string(limit) +
+         " bytes (max_response_bytes): use stream: true, or ask for fewer tokens, choices or logprobs";
+}
+
+}  // namespace
 
 using actors::FinishReason;
 
@@ -54,12 +65,20 @@ TokenLogprob CompletionStream::token_logprob(const actors::TokenDelta& delta) co
 }
 
 bool CompletionStream::on_token(const actors::TokenDelta& delta) {
+  if (refused_) return false;
   if (delta.index < 0 || size_t(delta.index) >= choices_.size()) return !responder_->closed();
   ChoiceOut& acc = choices_[size_t(delta.index)];
   const bool with_logprob = settings_.logprobs && delta.token_id >= 0;
   if (!settings_.stream) {
     acc.text += delta.text;
-    if (with_logprob) acc.logprobs.push_back(token_logprob(delta));
+    body_estimate_ += delta.text.size();
+    if (with_logprob) {
+      acc.logprobs.push_back(token_logprob(delta));
+      const TokenLogprob& t = acc.logprobs.back();
+      body_estimate_ += 2 * (t.token.size() + kTokenOverhead);  // tokens[] and top_logprobs' own entry
+      for (const TopCandidate& c : t.top) body_estimate_ += c.token.size() + kTokenOverhead;
+    }
+    if (body_estimate_ > context_->options.max_response_bytes) return refuse_too_large();
     return !responder_->closed();
   }
   if (delta.text.empty() && !with_logprob) return !responder_->closed();
@@ -111,14 +130,31 @@ void CompletionStream::finish_stream(const actors::RequestDone& done) {
   responder_->end_stream();
 }
 
+bool CompletionStream::refuse_too_large() {
+  refused_ = true;
+  choices_.clear();  // frees what was accumulated
+  choices_.shrink_to_fit();
+  ticket_.reset();
+  context_->requests_rejected.fetch_add(1, std::memory_order_relaxed);
+  const ApiError error{400, too_large_message(context_->options.max_response_bytes), {}, "response_too_large"};
+  responder_->respond(error.status, "application/json", error_json(error));
+  return false;
+}
+
 void CompletionStream::on_done(const actors::RequestDone& done) {
+  ticket_.reset();
   if (responder_->closed()) return;
   if (settings_.stream) return finish_stream(done);
   const std::string body = response_body(meta_, final_choices(done), Usage{done.prompt_tokens, done.completion_tokens});
+  if (body.size() > context_->options.max_response_bytes) {
+    refuse_too_large();
+    return;
+  }
   responder_->respond(200, "application/json", body);
 }
 
 void CompletionStream::on_error(const std::string& message) {
+  ticket_.reset();
   if (responder_->closed()) return;
   const bool shutting_down = context_->shutting_down.load();
   ApiError error{shutting_down ? 503 : 500, message, {}, {}};

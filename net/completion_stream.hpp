@@ -19,6 +19,12 @@
 // `data: {"error":{...}}` event (the openai client raises APIError on it)
 // and the stream ends without [DONE].
 //
+// Size cap (non-streaming): the body being accumulated is estimated per token
+// (text, and each logprob candidate's token text plus its JSON); past
+// ServerOptions::max_response_bytes the request is refused at once: a 400
+// response_too_large (use stream: true) and on_token returns false (the
+// engine cancels it and frees what it held). The final body is checked too.
+//
 // Disconnect = cancel: on_token returns false once the responder is closed
 // or refuses an event (the engine then cancels the request); the route also
 // registers Responder::on_close to cancel the RequestHandle.
@@ -55,6 +61,8 @@ class CompletionStream : public actors::RequestSink {
 
   // Streaming only (no-op otherwise): starts the SSE response.
   void begin();
+  // The client's in-flight slot (ClientLimits), released when the request ends.
+  void hold(ClientLimits::Ticket ticket) { ticket_ = std::move(ticket); }
 
   bool on_token(const actors::TokenDelta& delta) override;
   void on_done(const actors::RequestDone& done) override;
@@ -68,12 +76,16 @@ class CompletionStream : public actors::RequestSink {
   std::string token_text(int32_t id) const;
   void finish_stream(const actors::RequestDone& done);
   std::vector<ChoiceOut> final_choices(const actors::RequestDone& done);
+  bool refuse_too_large();  // answers response_too_large; returns false
 
   std::shared_ptr<ServerContext> context_;
   std::shared_ptr<Responder> responder_;
   ResponseMeta meta_;
   StreamSettings settings_;
   std::vector<ChoiceOut> choices_;  // per sample: text so far (non-streaming) / token text offset
+  size_t body_estimate_ = 0;        // non-streaming: bytes of the body so far (about)
+  bool refused_ = false;            // response_too_large answered: refuse every later token
+  ClientLimits::Ticket ticket_;
 };
 
 }  // namespace pagoda::net

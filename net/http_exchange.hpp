@@ -30,6 +30,7 @@ struct HttpRequest {
   std::map<std::string, std::string> query;   // decoded query parameters
   std::map<std::string, std::string> headers; // lower-case names
   std::string body;
+  std::string client;                         // the peer's address (per-client limits), e.g. "127.0.0.1"
 };
 
 class Responder {

@@ -8,6 +8,7 @@
 #include "net/access_control.hpp"
 #include "net/http_errors.hpp"
 #include "net/http_target.hpp"
+#include "net/request_policy.hpp"
 #include "net/session_responder.hpp"
 #include "net/static_files.hpp"
 #include "net/ws_session.hpp"
@@ -20,7 +21,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using error_code = boost::system::error_code;
 
-constexpr size_t kReadChunk = 16 * 1024;
 constexpr std::chrono::seconds kLinger{2};  // drain after an error answer, then close
 
 std::string lower(std::string_view s) {
@@ -29,12 +29,25 @@ std::string lower(std::string_view s) {
   return out;
 }
 
+template <class Fields>
+HeaderList raw_fields(const Fields& fields) {
+  HeaderList out;
+  for (const auto& f : fields) out.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  return out;
+}
+
+std::string peer_address(const boost::asio::ip::tcp::socket& socket) {
+  error_code ec;
+  const auto endpoint = socket.remote_endpoint(ec);
+  return ec ? std::string() : endpoint.address().to_string();
+}
+
 }  // namespace
 
 HttpSession::HttpSession(Socket socket, std::shared_ptr<const SessionEnv> env, ConnectionSlot slot,
                          bool reject)
     : socket_(std::move(socket)), env_(std::move(env)), slot_(std::move(slot)), reject_(reject),
-      timer_(socket_.get_executor()) {}
+      timer_(socket_.get_executor()), client_(peer_address(socket_)) {}
 
 HttpSession::~HttpSession() {
   // Normally close_now() fired it; this covers an io_context destroyed with
@@ -71,8 +84,10 @@ void HttpSession::force_close() {
 void HttpSession::do_read() {
   if (reading_ || dead_ || upgrade_) return;
   if (current_ && buffer_.size() >= kPipelineBytes) return;  // resumes at end_exchange
+  const size_t room = std::min(kReadChunk, buffer_.max_size() - buffer_.size());
+  if (room == 0) return;  // not reached: parse() refuses more than kMaxUnparsed
   reading_ = true;
-  socket_.async_read_some(buffer_.prepare(kReadChunk),
+  socket_.async_read_some(buffer_.prepare(room),
                           [self = shared_from_this()](error_code ec, size_t n) { self->on_read(ec, n); });
 }
 
@@ -103,14 +118,20 @@ void HttpSession::parse() {
     if (!parser_) {
       parser_.emplace();
       parser_->body_limit(env_->context->options.max_body_bytes);
+      parser_->header_limit(std::uint32_t(kHeaderLimit));
       parser_->eager(true);
       request_started_ = Clock::now();
       continue_sent_ = false;
+      header_checked_ = false;
     }
     error_code ec;
     const size_t used = parser_->put(buffer_.data(), ec);
     buffer_.consume(used);
     if (ec && ec != http::error::need_more) return on_parse_error(ec);
+    if (parser_->is_header_done() && !header_checked_) {
+      header_checked_ = true;
+      if (auto r = framing_refusal(raw_fields(parser_->get()))) return refuse(r->status, r->message, r->code);
+    }
     if (parser_->is_done()) {
       dispatch();
       continue;
@@ -126,17 +147,27 @@ void HttpSession::parse() {
     }
     if (ec || used == 0) break;  // need more bytes
   }
+  if (parser_ && !current_ && !dead_ && buffer_.size() > kMaxUnparsed) {
+    refuse(431, "a header block, chunk-size line or trailer section exceeds " + std::to_string(kMaxUnparsed) +
+                    " bytes", "header_too_large");
+  }
 }
 
-void HttpSession::on_parse_error(error_code ec) {
+void HttpSession::refuse(int status, std::string_view message, std::string_view code) {
   parser_.reset();
   env_->context->requests_rejected.fetch_add(1);
   current_ = std::make_shared<SessionResponder>(weak_from_this(), false, false);
+  answer(status, message, code);
+}
+
+void HttpSession::on_parse_error(error_code ec) {
   if (ec == http::error::body_limit) {
-    answer(413, "request body exceeds " + std::to_string(env_->context->options.max_body_bytes) + " bytes",
+    refuse(413, "request body exceeds " + std::to_string(env_->context->options.max_body_bytes) + " bytes",
            "body_too_large");
+  } else if (ec == http::error::header_limit) {
+    refuse(431, "the header block exceeds " + std::to_string(kHeaderLimit) + " bytes", "header_too_large");
   } else {
-    answer(400, "malformed HTTP request: " + ec.message(), "bad_request");
+    refuse(400, "malformed HTTP request: " + ec.message(), "bad_request");
   }
 }
 
@@ -159,10 +190,20 @@ void HttpSession::dispatch() {
   request.method = std::string(req.method_string());
   request.path = std::move(target->path);
   request.query = std::move(target->query);
+  request.client = client_;
   for (const auto& field : req) {
     std::string& slot = request.headers[lower(field.name_string())];
     slot = slot.empty() ? std::string(field.value()) : slot + ", " + std::string(field.value());
   }
+  const ServerOptions& options = env_->context->options;
+  if (auto r = admission_refusal(request, options)) {
+    env_->context->requests_rejected.fetch_add(1);
+    return answer(r->status, r->message, r->code);
+  }
+  if (request.method == "OPTIONS") {
+    return current_->respond(204, "text/plain", "", preflight_headers(request, options));
+  }
+  current_->add_headers(cors_headers(request, options));
   if (request.path == "/v1/ws") {
     if (!boost::beast::websocket::is_upgrade(req)) {
       return answer(426, "/v1/ws is a WebSocket endpoint: send an Upgrade: websocket request",
@@ -177,7 +218,8 @@ void HttpSession::dispatch() {
 
 void HttpSession::route(HttpRequest& request) {
   const ServerContext& ctx = *env_->context;
-  const bool authorized = is_public_path(request.path) || bearer_authorized(request.headers, ctx.options.api_key);
+  const bool authorized =
+      is_public_path(request.path, ctx.options.public_metrics) || bearer_authorized(request.headers, ctx.options.api_key);
   if (authorized) {
     bool handled = false;
     try {

@@ -2,7 +2,13 @@
 //
 // Reading: one async_read_some is kept pending whenever possible and bytes go
 // into a buffer fed to a request_parser (body_limit = max_body_bytes; over it
-// 413 and close). While a response is pending the next request is NOT parsed
+// 413 and close). The buffer is bounded at every parser state: body bytes are
+// consumed as they come (eager), and what the parser cannot consume yet (a
+// partial header block, chunk-size line or trailer section) may be at most
+// kMaxUnparsed bytes, else 431 and close (Beast 1.81 bounds only the header
+// block, header_limit); the buffer itself never exceeds kMaxBuffered.
+// Framing: Transfer-Encoding other than exactly `chunked`, or with
+// Content-Length, is a 400 and close (request_policy.hpp: smuggling). While a response is pending the next request is NOT parsed
 // (pipelined bytes wait in the buffer, at most kPipelineBytes, after which
 // reading pauses), but the read stays pending so that a peer closing
 // mid-response (EOF or reset) is noticed at once: the session closes and the
@@ -19,9 +25,12 @@
 // idle_timeout closes the connection; while waiting for the handler (engine)
 // no timeout applies.
 //
-// Routing (on the strand): /v1/ws upgrades (Origin, API key) hand the socket
+// Routing (on the strand): first the admission rules (Host, Origin,
+// Content-Type: request_policy.hpp), the CORS headers set on the responder,
+// OPTIONS answered as a preflight; /v1/ws upgrades (API key) hand the socket
 // to a WsSession; other paths need the API key unless public (/health,
-// /metrics) or a static file; then api->handle(), static files, 404.
+// /metrics with --public-metrics) or a static file; then api->handle(),
+// static files, 404.
 //
 // A session over max_connections (`reject`) answers its first request 503
 // and closes. Thread-safety: public methods may be called from any thread.
@@ -49,6 +58,10 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
  public:
   using Socket = boost::asio::ip::tcp::socket;
   static constexpr size_t kPipelineBytes = 64 * 1024;
+  static constexpr size_t kReadChunk = 16 * 1024;
+  static constexpr size_t kHeaderLimit = 16 * 1024;  // the header block
+  static constexpr size_t kMaxUnparsed = 32 * 1024;  // bytes the parser holds back
+  static constexpr size_t kMaxBuffered = kPipelineBytes + kReadChunk;
 
   HttpSession(Socket socket, std::shared_ptr<const SessionEnv> env, ConnectionSlot slot, bool reject);
   ~HttpSession() override;
@@ -72,6 +85,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   void on_read(boost::system::error_code ec, size_t n);
   void parse();
   void on_parse_error(boost::system::error_code ec);
+  void refuse(int status, std::string_view message, std::string_view code);
   void dispatch();
   void route(HttpRequest& request);
   bool try_upgrade(Request& req, const HttpRequest& request);
@@ -92,7 +106,8 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   ConnectionSlot slot_;
   const bool reject_;
   boost::asio::steady_timer timer_;
-  boost::beast::flat_buffer buffer_;
+  std::string client_;  // the peer's address
+  boost::beast::flat_buffer buffer_{kMaxBuffered};
   std::optional<Parser> parser_;
   std::shared_ptr<SessionResponder> current_;  // the pending response, if any
   std::optional<Request> upgrade_;             // waiting for the queue to drain
@@ -102,7 +117,7 @@ class HttpSession : public Connection, public std::enable_shared_from_this<HttpS
   std::atomic<bool> closed_{false};
   // Strand-only state.
   bool reading_ = false, writing_ = false, dead_ = false, stopping_ = false;
-  bool close_after_flush_ = false, lingering_ = false, continue_sent_ = false;
+  bool close_after_flush_ = false, lingering_ = false, continue_sent_ = false, header_checked_ = false;
   Clock::time_point request_started_, write_started_, last_activity_, armed_for_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "net/json_writer.hpp"
 
@@ -18,32 +19,55 @@ char state_char(actors::BlockState s) {
   return 'f';
 }
 
-// owners[b]: the distinct request ids whose sequences hold block b, ascending.
-std::vector<std::vector<uint64_t>> block_owners(const actors::KvSnapshot& snap,
-                                                const std::unordered_map<uint64_t, uint64_t>& request_of) {
-  std::vector<std::vector<uint64_t>> owners(snap.pool.blocks.size());
-  for (size_t b = 0; b < snap.pool.blocks.size(); ++b) {
-    for (actors::SeqId s : snap.pool.blocks[b].seqs) {
-      auto it = request_of.find(s);
-      if (it != request_of.end()) owners[b].push_back(it->second);
+// What this socket may see: only its own requests (`mine`). Others' blocks
+// show as in use ('u' in `state`) with no owner and ref 0; their sequences
+// are counted in `others`, not listed (no ids, no tables: sharing between
+// other clients' prompts is not a probe).
+struct Visible {
+  std::unordered_map<uint64_t, const actors::SeqOwner*> owner_of;  // my seqs only
+  size_t others = 0;                                               // live seqs of other requests
+};
+
+Visible visible_seqs(const actors::KvSnapshot& snap, const KvOwnerIds& mine) {
+  std::unordered_set<uint64_t> my_requests;
+  for (const auto& [request, id] : mine) my_requests.insert(request);
+  std::unordered_map<uint64_t, const actors::SeqOwner*> any_owner;
+  for (const auto& o : snap.owners) any_owner[o.seq] = &o;
+  Visible v;
+  for (const auto& s : snap.pool.seqs) {
+    auto it = any_owner.find(s.seq);
+    if (it != any_owner.end() && my_requests.contains(it->second->request)) {
+      v.owner_of[s.seq] = it->second;
+    } else {
+      ++v.others;
     }
-    std::sort(owners[b].begin(), owners[b].end());
-    owners[b].erase(std::unique(owners[b].begin(), owners[b].end()), owners[b].end());
   }
-  return owners;
+  return v;
 }
 
-void write_blocks(JsonWriter& w, const actors::KvSnapshot& snap,
-                  const std::unordered_map<uint64_t, uint64_t>& request_of) {
+void write_blocks(JsonWriter& w, const actors::KvSnapshot& snap, const Visible& v) {
   std::string states;
   states.reserve(snap.pool.blocks.size());
   for (const auto& b : snap.pool.blocks) states.push_back(state_char(b.state));
   w.key("state").value(states);
+  // ref[b] and owners[b] count and list my sequences' tables only.
+  std::vector<int32_t> refs(snap.pool.blocks.size(), 0);
+  std::vector<std::vector<uint64_t>> owners(snap.pool.blocks.size());
+  for (size_t b = 0; b < snap.pool.blocks.size(); ++b) {
+    for (actors::SeqId s : snap.pool.blocks[b].seqs) {
+      auto it = v.owner_of.find(s);
+      if (it == v.owner_of.end()) continue;
+      ++refs[b];
+      owners[b].push_back(it->second->request);
+    }
+    std::sort(owners[b].begin(), owners[b].end());
+    owners[b].erase(std::unique(owners[b].begin(), owners[b].end()), owners[b].end());
+  }
   w.key("ref").begin_array();
-  for (const auto& b : snap.pool.blocks) w.value(b.ref_count);
+  for (int32_t r : refs) w.value(r);
   w.end_array();
   w.key("owners").begin_array();
-  for (const auto& list : block_owners(snap, request_of)) {
+  for (const auto& list : owners) {
     w.begin_array();
     for (uint64_t r : list) w.value(r);
     w.end_array();
@@ -51,35 +75,26 @@ void write_blocks(JsonWriter& w, const actors::KvSnapshot& snap,
   w.end_array();
 }
 
-void write_seqs(JsonWriter& w, const actors::KvSnapshot& snap,
-                const std::unordered_map<uint64_t, const actors::SeqOwner*>& owner_of) {
+void write_seqs(JsonWriter& w, const actors::KvSnapshot& snap, const Visible& v) {
   w.key("seqs").begin_array();
   for (const auto& s : snap.pool.seqs) {
-    auto it = owner_of.find(s.seq);
+    auto it = v.owner_of.find(s.seq);
+    if (it == v.owner_of.end()) continue;
     w.begin_object().key("seq").value(uint64_t(s.seq));
-    w.key("request");
-    if (it != owner_of.end()) {
-      w.value(uint64_t(it->second->request)).key("index").value(it->second->index);
-    } else {
-      w.null().key("index").null();
-    }
+    w.key("request").value(uint64_t(it->second->request)).key("index").value(it->second->index);
     w.key("tokens").value(s.num_tokens).key("table").begin_array();
     for (actors::BlockId b : s.table) w.value(int64_t(b));
     w.end_array().end_object();
   }
   w.end_array();
+  w.key("others").value(uint64_t(v.others));
 }
 
 }  // namespace
 
 std::string kv_frame(const actors::KvSnapshot& snap, const actors::EngineStats& stats, uint64_t seq,
                      const KvOwnerIds& mine) {
-  std::unordered_map<uint64_t, const actors::SeqOwner*> owner_of;
-  std::unordered_map<uint64_t, uint64_t> request_of;
-  for (const auto& o : snap.owners) {
-    owner_of[o.seq] = &o;
-    request_of[o.seq] = o.request;
-  }
+  const Visible visible = visible_seqs(snap, mine);
   const actors::PoolSnapshot& p = snap.pool;
   JsonWriter w;
   w.begin_object().key("type").value("kv").key("seq").value(seq);
@@ -90,8 +105,8 @@ std::string kv_frame(const actors::KvSnapshot& snap, const actors::EngineStats& 
   w.key("prefix_cache").begin_object();
   w.key("queried_tokens").value(p.stats.queried_tokens).key("hit_tokens").value(p.stats.hit_tokens);
   w.end_object();
-  write_blocks(w, snap, request_of);
-  write_seqs(w, snap, owner_of);
+  write_blocks(w, snap, visible);
+  write_seqs(w, snap, visible);
   w.key("mine").begin_object();
   for (const auto& [request, id] : mine) w.key(std::to_string(request)).value(id);
   w.end_object();

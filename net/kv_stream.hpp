@@ -35,7 +35,10 @@ namespace pagoda::net {
 // (engine request id, client id) pairs of this socket's open requests.
 using KvOwnerIds = std::vector<std::pair<uint64_t, std::string>>;
 
-// The `kv` frame of one snapshot (pure; docs/protocol.md, "kv").
+// The `kv` frame of one snapshot (pure; docs/protocol.md, "kv"). Only the
+// requests in `mine` are identified: ref/owners/seqs cover this socket's
+// sequences; other clients' blocks appear as anonymous 'u' (in use) and
+// their sequences only as the count `others`.
 std::string kv_frame(const actors::KvSnapshot& snapshot, const actors::EngineStats& stats, uint64_t seq,
                      const KvOwnerIds& mine);
 

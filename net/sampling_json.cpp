@@ -87,6 +87,9 @@ Result<std::vector<std::string>> read_stop(std::string_view key, element v) {
   }
   simdjson::dom::array arr;
   if (v.get_array().get(arr) != simdjson::SUCCESS) return type_error(key, "a string or an array of strings");
+  if (arr.size() > kMaxStopStrings) {
+    return make_error(std::string(key) + " may hold at most " + std::to_string(kMaxStopStrings) + " strings");
+  }
   for (element item : arr) {
     if (item.get_string().get(s) != simdjson::SUCCESS) return type_error(key, "a string or an array of strings");
     out.emplace_back(s);
@@ -94,9 +97,23 @@ Result<std::vector<std::string>> read_stop(std::string_view key, element v) {
   return out;
 }
 
+Result<std::vector<std::string>> read_stop_capped(std::string_view key, element v) {
+  auto out = read_stop(key, v);
+  if (!out) return out;
+  for (const std::string& s : *out) {
+    if (s.size() > kMaxStopBytes) {
+      return make_error(std::string(key) + " strings may be at most " + std::to_string(kMaxStopBytes) + " bytes");
+    }
+  }
+  return out;
+}
+
 Result<std::vector<int32_t>> read_id_list(std::string_view key, element v) {
   simdjson::dom::array arr;
   if (v.get_array().get(arr) != simdjson::SUCCESS) return type_error(key, "an array of integers");
+  if (arr.size() > kMaxStopTokenIds) {
+    return make_error(std::string(key) + " may hold at most " + std::to_string(kMaxStopTokenIds) + " ids");
+  }
   std::vector<int32_t> out;
   for (element item : arr) {
     auto i = read_integer(key, item, 0, std::numeric_limits<int32_t>::max());
@@ -157,7 +174,7 @@ Result<bool> apply_sampling_field(std::string_view key, element value, actors::S
     options.seed = *s;
     return true;
   }
-  if (key == "stop") return store(read_stop(key, value), options.stop);
+  if (key == "stop") return store(read_stop_capped(key, value), options.stop);
   if (key == "stop_token_ids") return store(read_id_list(key, value), options.stop_token_ids);
   if (key == "ignore_eos") return store(read_bool(key, value), options.ignore_eos);
   if (key == "early_stopping") return store(read_bool(key, value), options.early_stopping);
@@ -165,6 +182,7 @@ Result<bool> apply_sampling_field(std::string_view key, element value, actors::S
 }
 
 Result<void> finish_sampling(actors::SamplingOptions& options, bool use_beam_search) {
+  if (options.n < 1 || options.n > kMaxN) return make_error("n must be in [1, " + std::to_string(kMaxN) + "]");
   if (use_beam_search && options.beam_width == 0) options.beam_width = std::max<int32_t>(options.n, 2);
   if (!(options.presence_penalty >= -2.0f && options.presence_penalty <= 2.0f)) {
     return make_error("presence_penalty must be in [-2, 2]");

@@ -9,6 +9,15 @@
 // beam_width, use_beam_search (true: beam_width = max(n, 2) unless
 // beam_width is given), length_penalty, early_stopping. A JSON null leaves the
 // default. `logprobs` is API-specific and not read here.
+//
+// Request caps (untrusted input; each over-cap value is a 400 naming the
+// field): stop at most kMaxStopStrings strings of at most kMaxStopBytes
+// bytes each; stop_token_ids at most kMaxStopTokenIds ids; n in
+// [1, kMaxN] (so best_of, which must equal n, too); beam_width in
+// [0, SamplingOptions::kMaxBeamWidth]; logprobs / top_logprobs at most
+// gpu::kMaxTopLogprobs (the routes); max_tokens is bounded by the context
+// (prompt + max_tokens <= max_model_len), and the size of a non-streamed
+// answer by ServerOptions::max_response_bytes.
 #pragma once
 
 #include <simdjson.h>
@@ -19,6 +28,11 @@
 #include "gpu/result.hpp"
 
 namespace pagoda::net {
+
+inline constexpr size_t kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopBytes = 256;
+inline constexpr size_t kMaxStopTokenIds = 64;
+inline constexpr int32_t kMaxN = 16;
 
 // Applies `key` when it is a sampling field. Returns true when applied (or
 // null), false when `key` is not a sampling field. Errors name the field and

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actors/engine.hpp"
+#include "net/client_limits.hpp"
 
 namespace pagoda::net {
 
@@ -21,6 +22,8 @@ struct ServerOptions {
   uint16_t port = 8000;
   std::string api_key;                       // empty: no auth
   std::vector<std::string> allowed_origins;  // empty: same host as the server only
+  std::vector<std::string> allowed_hosts;    // Host names served besides localhost, IP literals, `host`
+  bool public_metrics = false;               // /metrics without the API key
   std::string web_root;                      // static files served at /
   std::string served_model_name;             // /v1/models id; empty: engine.model_name()
   size_t io_threads = 2;
@@ -28,6 +31,9 @@ struct ServerOptions {
   size_t max_frame_bytes = size_t(1) << 20;  // one WebSocket message
   int32_t max_prompt_tokens = 0;             // 0: the model's context - 1
   int32_t max_requests_per_connection = 16;  // in flight at once
+  int32_t max_requests_per_client = 64;      // in flight at once per client address (0: no cap)
+  int32_t max_waiting = 256;                 // engine waiting groups at which new requests get 429 (0: no cap)
+  size_t max_response_bytes = size_t(4) << 20;  // a non-streamed completion's body (about)
   int32_t max_connections = 256;
   size_t max_queued_bytes = size_t(8) << 20;  // per session's outgoing queue
   std::chrono::seconds idle_timeout{300};     // no bytes either way on keep-alive / WS
@@ -43,6 +49,7 @@ struct ServerContext {
   std::atomic<int32_t> connections{0};
   std::atomic<uint64_t> http_requests{0};
   std::atomic<uint64_t> requests_rejected{0};  // limit / auth / validation errors
+  std::shared_ptr<ClientLimits> clients = std::make_shared<ClientLimits>();  // in-flight per client address
 
   // The max prompt length in tokens after defaults.
   int32_t prompt_token_limit() const {

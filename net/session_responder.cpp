@@ -56,6 +56,8 @@ void SessionResponder::respond(int status, std::string content_type, std::string
   res.result(unsigned(status));
   res.set(http::field::server, "pagoda");
   res.set(http::field::content_type, content_type);
+  res.set("X-Content-Type-Options", "nosniff");
+  for (auto& [name, value] : common_) res.set(name, value);
   for (auto& [name, value] : extra) res.set(name, value);
   res.keep_alive(keep_alive_);
   res.body() = std::move(body);
@@ -76,6 +78,8 @@ void SessionResponder::start_stream(int status) {
   res.set(http::field::server, "pagoda");
   res.set(http::field::content_type, "text/event-stream");
   res.set(http::field::cache_control, "no-cache");
+  res.set("X-Content-Type-Options", "nosniff");
+  for (auto& [name, value] : common_) res.set(name, value);
   res.keep_alive(keep_alive_);
   res.chunked(true);
   session->offer(this, serialize_header(res.base()), false, false);

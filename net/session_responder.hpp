@@ -3,7 +3,9 @@
 // chunked SSE framing) and hands the bytes to the session, which writes them
 // on its strand. Exactly one of respond() or start_stream()..end_stream()
 // takes effect; later calls are ignored. HEAD requests get the headers only
-// (Content-Length of the body they would have had).
+// (Content-Length of the body they would have had). Every response carries
+// `X-Content-Type-Options: nosniff` and the headers given to add_headers()
+// (the transport's CORS headers), set before the handler runs.
 //
 // on_close callbacks run once, when the session closes before the response
 // ended (fire_close(), on the strand); a callback registered after that runs
@@ -33,6 +35,8 @@ class SessionResponder : public Responder {
   bool closed() const override;
 
   bool keep_alive() const { return keep_alive_; }
+  // Strand, before the handler gets the responder: headers for every answer.
+  void add_headers(HeaderList headers) { common_ = std::move(headers); }
   // Session side, on the strand: the connection closed before the end.
   void fire_close();
 
@@ -40,6 +44,7 @@ class SessionResponder : public Responder {
   enum State : int { kNone = 0, kStreaming = 1, kEnded = 2 };
   std::weak_ptr<HttpSession> session_;
   const bool keep_alive_, head_;
+  HeaderList common_;  // immutable once the handler runs
   std::atomic<int> state_{kNone};
   mutable std::mutex mu_;
   std::vector<std::function<void()>> callbacks_;

@@ -87,8 +87,22 @@ std::optional<StaticFile> load_static_file(const std::string& web_root, std::str
   const std::string name = file.filename().string();
   out.content_type = content_type_for(name);
   const bool html = ends_with(name, ".html") || ends_with(name, ".htm");
+  out.headers = ui_security_headers();
   out.headers.emplace_back("Cache-Control", html ? "no-cache" : "max-age=3600");
   return out;
+}
+
+std::string_view ui_content_security_policy() {
+  return "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+         "font-src 'self'; connect-src 'self' ws: wss:; object-src 'none'; base-uri 'none'; "
+         "form-action 'self'; frame-ancestors 'none'";
+}
+
+HeaderList ui_security_headers() {
+  return {{"Content-Security-Policy", std::string(ui_content_security_policy())},
+          {"X-Content-Type-Options", "nosniff"},
+          {"X-Frame-Options", "DENY"},
+          {"Referrer-Policy", "no-referrer"}};
 }
 
 }  // namespace pagoda::net

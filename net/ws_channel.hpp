@@ -27,6 +27,8 @@ class WsChannel {
   virtual void close(uint16_t code, std::string reason) = 0;
   // Bytes queued and not yet written (for rate-limiting the `kv` stream).
   virtual size_t queued_bytes() const = 0;
+  // The peer's address (per-client request limits); empty when unknown.
+  virtual std::string peer() const { return {}; }
 };
 
 class WsHandler {

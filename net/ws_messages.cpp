@@ -157,6 +157,7 @@ const char* ws_error_code_name(WsErrorCode code) {
     case WsErrorCode::duplicate_id: return "duplicate_id";
     case WsErrorCode::unknown_id: return "unknown_id";
     case WsErrorCode::too_many_requests: return "too_many_requests";
+    case WsErrorCode::overloaded: return "overloaded";
     case WsErrorCode::prompt_too_long: return "prompt_too_long";
     case WsErrorCode::not_ready: return "not_ready";
     case WsErrorCode::shutting_down: return "shutting_down";

@@ -36,6 +36,7 @@ enum class WsErrorCode : uint8_t {
   duplicate_id,
   unknown_id,
   too_many_requests,
+  overloaded,
   prompt_too_long,
   not_ready,
   shutting_down,

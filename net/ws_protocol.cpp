@@ -99,8 +99,10 @@ class OpenRequests {
 class WsSink final : public actors::RequestSink {
  public:
   WsSink(const std::shared_ptr<ServerContext>& context, std::shared_ptr<WsChannel> channel,
-         std::shared_ptr<OpenRequests> open, std::string id, uint64_t serial, bool want_logprobs)
-      : context_(context),
+         std::shared_ptr<OpenRequests> open, std::string id, uint64_t serial, bool want_logprobs,
+         ClientLimits::Ticket ticket)
+      : ticket_(std::move(ticket)),
+        context_(context),
         engine_(context->engine.get()),
         max_queued_(context->options.max_queued_bytes),
         channel_(std::move(channel)),
@@ -126,17 +128,20 @@ class WsSink final : public actors::RequestSink {
     channel_->send_text(ws_beams_frame(id_, update));
   }
   void on_done(const actors::RequestDone& done) override {
+    ticket_.reset();
     open_->erase(id_, serial_);
     bool shutting_down = false;
     if (auto context = context_.lock()) shutting_down = context->shutting_down.load();
     channel_->send_text(ws_done_frame(id_, done, shutting_down));
   }
   void on_error(const std::string& message) override {
+    ticket_.reset();
     open_->erase(id_, serial_);
     channel_->send_text(ws_error_frame(id_, WsErrorCode::engine_error, message, true));
   }
 
  private:
+  ClientLimits::Ticket ticket_;  // this client's in-flight slot, released with the sink
   std::weak_ptr<ServerContext> context_;
   const actors::Engine* engine_;
   size_t max_queued_;  // the session's outgoing queue limit
@@ -217,6 +222,14 @@ class WsProtocol final : public WsHandler {
     if (auto refusal = admission(g.id)) {
       return reject(g.id, refusal->first, refusal->second, refusal->first != WsErrorCode::duplicate_id);
     }
+    ClientLimits::Ticket ticket =
+        context_->clients->acquire(channel_->peer(), context_->options.max_requests_per_client);
+    if (!ticket) {
+      return reject(g.id, WsErrorCode::too_many_requests,
+                    "this client already has " + std::to_string(context_->options.max_requests_per_client) +
+                        " open requests",
+                    true);
+    }
     auto ids = context_->engine->tokenize(g.request);
     if (!ids) return reject(g.id, WsErrorCode::bad_request, ids.error().message, true);
     if (ids->empty()) return reject(g.id, WsErrorCode::bad_request, "the prompt has no tokens", true);
@@ -227,7 +240,7 @@ class WsProtocol final : public WsHandler {
                         std::to_string(limit),
                     true);
     }
-    start(g, std::move(ids).value());
+    start(g, std::move(ids).value(), std::move(ticket));
   }
 
   // Why a generate frame with this id cannot start now, if it cannot.
@@ -242,19 +255,24 @@ class WsProtocol final : public WsHandler {
       return {{WsErrorCode::too_many_requests,
                "this socket already has " + std::to_string(max) + " open requests"}};
     }
+    const int32_t max_waiting = context_->options.max_waiting;
+    if (max_waiting > 0 && context_->engine->stats().waiting >= max_waiting) {
+      return {{WsErrorCode::overloaded, "the server's waiting queue is full; retry later"}};
+    }
     return std::nullopt;
   }
 
   // Registers the request, announces it, then submits it (in that order:
   // `accepted` must precede the sink's first frame).
-  void start(WsGenerate& g, std::vector<int32_t> prompt_ids) {
+  void start(WsGenerate& g, std::vector<int32_t> prompt_ids, ClientLimits::Ticket ticket) {
     const int32_t prompt_tokens = int32_t(prompt_ids.size());
     actors::GenerateRequest request;
     request.prompt_ids = std::move(prompt_ids);
     request.sampling = g.request.sampling;
     const uint64_t serial = open_->add(g.id);
     channel_->send_text(ws_accepted_frame(g.id, prompt_tokens, request.sampling));
-    auto sink = std::make_shared<WsSink>(context_, channel_, open_, g.id, serial, g.want_logprobs);
+    auto sink =
+        std::make_shared<WsSink>(context_, channel_, open_, g.id, serial, g.want_logprobs, std::move(ticket));
     actors::RequestHandle handle = context_->engine->submit(std::move(request), std::move(sink));
     open_->set_handle(g.id, serial, std::move(handle));
   }

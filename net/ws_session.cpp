@@ -13,7 +13,8 @@ using error_code = boost::system::error_code;
 // socket (engine callbacks still arriving) only gets `false`.
 class SessionChannel : public WsChannel {
  public:
-  explicit SessionChannel(std::weak_ptr<WsSession> session) : session_(std::move(session)) {}
+  SessionChannel(std::weak_ptr<WsSession> session, std::string peer)
+      : session_(std::move(session)), peer_(std::move(peer)) {}
   bool send_text(std::string frame) override {
     auto s = session_.lock();
     return s && s->offer(std::move(frame));
@@ -25,9 +26,11 @@ class SessionChannel : public WsChannel {
     auto s = session_.lock();
     return s ? s->queued_bytes() : 0;
   }
+  std::string peer() const override { return peer_; }
 
  private:
   std::weak_ptr<WsSession> session_;
+  const std::string peer_;
 };
 
 }  // namespace
@@ -71,7 +74,10 @@ void WsSession::force_close() {
 void WsSession::on_accept(error_code ec) {
   if (ec) return finish();
   accepted_ = true;
-  handler_ = env_->ws_factory(std::make_shared<SessionChannel>(weak_from_this()));
+  error_code peer_ec;
+  const auto endpoint = beast::get_lowest_layer(ws_).socket().remote_endpoint(peer_ec);
+  handler_ = env_->ws_factory(
+      std::make_shared<SessionChannel>(weak_from_this(), peer_ec ? std::string() : endpoint.address().to_string()));
   if (!handler_) return kill();
   do_read();
   maybe_write();

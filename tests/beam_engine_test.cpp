@@ -19,6 +19,7 @@
 #include <random>
 #include <thread>
 
+#include "engine_test_util.hpp"
 #include "actors/engine.hpp"
 #include "formats_test_util.hpp"
 
@@ -96,28 +97,10 @@ GenerateRequest beam_request(const GoldenCase& g) {
 }
 
 EngineOptions cpu_options(const std::string& path, model::WeightPrecision p, int32_t blocks) {
-  EngineOptions o;
-  o.model_path = path;
-  o.backend = gpu::BackendKind::kCpu;
-  o.precision = p;
-  o.num_blocks = blocks;
-  o.block_size = 16;
-  o.max_num_seqs = 32;
-  o.max_num_batched_tokens = 256;
-  o.max_model_len = 512;
-  return o;
+  return pagoda::test::cpu_engine_options(path, p, blocks, 32, 256);
 }
 
-void wait_blocks_back(Engine& e) {
-  EngineStats s{};
-  for (int i = 0; i < 300; ++i) {
-    s = e.stats();
-    if (s.running == 0 && s.waiting == 0 && s.kv_blocks_used == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(s.kv_blocks_used, 0);
-  EXPECT_EQ(s.kv_blocks_free + s.kv_blocks_cached, s.kv_blocks_total);
-}
+void wait_blocks_back(Engine& e) { pagoda::test::expect_blocks_back(e); }
 
 // Every golden case, all submitted at once (the beam groups share steps).
 TEST(EngineBeams, ReproducesTransformersBeamSearch) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <random>
 
@@ -16,6 +17,7 @@
 #include "actors/scheduler_core.hpp"
 #include "beam_toy_model.hpp"
 #include "fake_kv_cache.hpp"
+#include "scheduling_mode.hpp"
 
 namespace pagoda::actors {
 namespace {
@@ -49,6 +51,7 @@ class FakeExecutor {
       }
       r.samples.push_back(std::move(o));
     }
+    kv_.record(plan, r);
     return r;
   }
 
@@ -100,6 +103,8 @@ struct BeamHarness {
   std::map<RequestId, std::vector<TokenId>> greedy_out;
   std::map<RequestId, int> done, updates;
   int32_t peak_used = 0;
+  int32_t max_in_flight = 1;
+  std::deque<StepPlan> queued;  // planned, not yet run
 
   BeamHarness(int32_t blocks, int32_t bs, int32_t max_seqs, int32_t budget, uint64_t salt,
               bool caching = true, KvLayout layout = KvLayout::paged) {
@@ -108,6 +113,7 @@ struct BeamHarness {
     cfg.max_num_batched_tokens = budget;
     cfg.max_model_len = kMaxModelLen;
     cfg.eos_token_ids = {kEos};
+    cfg.max_in_flight = max_in_flight = pagoda::test::async_scheduling_under_test() ? 2 : 1;
     BlockManagerConfig bc;
     bc.num_blocks = blocks;
     bc.block_size = bs;
@@ -127,10 +133,18 @@ struct BeamHarness {
     }
   }
 
+  // Scheduling ahead: up to max_in_flight plans are planned before the
+  // oldest runs (beam groups themselves stay lockstep).
   bool step() {
-    StepPlan plan = core->schedule();
-    collect();
-    if (plan.empty()) return false;
+    while (int32_t(queued.size()) < max_in_flight) {
+      StepPlan plan = core->schedule();
+      collect();
+      if (plan.empty()) break;
+      queued.push_back(std::move(plan));
+    }
+    if (queued.empty()) return false;
+    StepPlan plan = std::move(queued.front());
+    queued.pop_front();
     EXPECT_TRUE(core->apply(exec->run(plan)).ok());
     auto inv = core->block_manager().check_invariants();
     EXPECT_TRUE(inv.ok()) << (inv.ok() ? "" : inv.error().message);

@@ -4,7 +4,8 @@
 // {F32, BF16} over decode rows around block boundaries, a 1000-token context
 // and chunked prefill; split-K sizes; batch == per-sequence bitwise; groups
 // above 8 (chunked CTAs); 64 decode sequences; cache offsets past 2^31
-// elements; and an end-to-end prefill-then-decode through kv_cache_write.
+// elements; block-table rows through block_table_rows (bitwise the dense
+// layout); and an end-to-end prefill-then-decode through kv_cache_write.
 // BF16 runs use bf16-representable K/V, so both sides see the same values and
 // the fp32 tolerance applies. Skips without a device.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 
 #include "gpu/cuda/cuda_ops.cuh"
 #include "tests/attention_problem.hpp"
+#include "tests/attention_rows.hpp"
 #include "tests/cuda_gpu_test_util.hpp"
 
 namespace pagoda::gpu::test {
@@ -107,6 +109,24 @@ TEST_F(CudaAttention, SixtyFourDecodeSequences) {
   expect_close(run_attention(*gpu_, p, KvDtype::kBF16, 0), want, kAttnAtol, kAttnRtol, "64 seqs");
   expect_close(run_attention(*gpu_, p, KvDtype::kBF16, -1), want, kAttnAtol, kAttnRtol,
                "64 seqs auto");
+}
+
+// block_table_rows: the same tables at shuffled rows of a wider, taller table
+// (the rest NaN blocks) give the dense layout's output bit for bit.
+TEST_F(CudaAttention, IndirectTableRowsEqualDenseBitwise) {
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
+    for (int BS : {8, 16, 32}) {
+      const Problem p = make_problem({9, 3, 64, BS}, mixed_seqs(BS), 2, uint32_t(70 + BS),
+                                     Values::kBf16);
+      const IndirectTables it = indirect_tables(p, uint32_t(BS));
+      for (int P : {0, 64, -1}) {
+        const std::string label =
+            dtype_name(dtype) + " BS=" + std::to_string(BS) + " P=" + std::to_string(P);
+        expect_bitwise(run_attention_rows(*gpu_, p, it, dtype, P),
+                       run_attention(*gpu_, p, dtype, P), label);
+      }
+    }
+  }
 }
 
 // Physical blocks past 2^31 elements: the compact problem's blocks are moved

@@ -46,6 +46,13 @@ float from_bits(uint32_t u) {
   return f;
 }
 
+// clang < 15 has no _Float16 on x86 (the sanitizer presets build with clang 14):
+// there the two tests against the compiler's _Float16 are skipped; the formula
+// reference and the golden values below still check the conversions.
+#if defined(__clang__) && __clang_major__ < 15
+TEST(Fp16, ToFloatIsExactForEveryPattern) { GTEST_SKIP() << "clang < 15: no _Float16 on x86"; }
+TEST(Fp16, FromFloatRoundsToNearestEven) { GTEST_SKIP() << "clang < 15: no _Float16 on x86"; }
+#else
 TEST(Fp16, ToFloatIsExactForEveryPattern) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const float mine = fp16_to_float(static_cast<uint16_t>(h));
@@ -100,6 +107,7 @@ TEST(Fp16, FromFloatRoundsToNearestEven) {
     expect_fp16_round(f);
   }
 }
+#endif  // _Float16
 
 TEST(Bf16, ConversionsMatchTheDefinition) {
   for (uint32_t b = 0; b < 65536; ++b) {

@@ -21,12 +21,15 @@
 #include <random>
 #include <thread>
 
+#include "engine_test_util.hpp"
 #include "actors/engine.hpp"
 #include "actors/request_actor.hpp"
 #include "formats_test_util.hpp"
 
 namespace pagoda::actors {
 namespace {
+
+using pagoda::test::expect_blocks_back;
 
 struct Golden {
   std::vector<std::vector<int32_t>> ids, greedy;
@@ -47,26 +50,10 @@ Golden load_golden() {
 }
 
 EngineOptions base_options(const std::string& path, model::WeightPrecision p) {
-  EngineOptions o;
-  o.model_path = path;
-  o.backend = gpu::BackendKind::kCpu;
-  o.precision = p;
-  o.num_blocks = 256;
-  o.block_size = 16;
-  o.max_num_seqs = 16;
-  o.max_num_batched_tokens = 128;
-  o.max_model_len = 512;
-  return o;
+  return pagoda::test::cpu_engine_options(path, p, 256, 16, 128);
 }
 
-SamplingOptions greedy(int32_t max_tokens) {
-  SamplingOptions s;
-  s.temperature = 0.0f;
-  s.max_tokens = max_tokens;
-  s.ignore_eos = true;
-  s.seed = 1;
-  return s;
-}
+using pagoda::test::greedy;
 
 std::vector<GenerateRequest> id_requests(const std::vector<std::vector<int32_t>>& prompts,
                                          const SamplingOptions& s) {
@@ -78,19 +65,6 @@ std::vector<GenerateRequest> id_requests(const std::vector<std::vector<int32_t>>
     out.push_back(std::move(r));
   }
   return out;
-}
-
-void expect_blocks_back(Engine& e) {
-  EngineStats s{};
-  for (int i = 0; i < 200; ++i) {  // the scheduler settles cancels asynchronously
-    s = e.stats();
-    if (s.running == 0 && s.waiting == 0 && s.kv_blocks_used == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(s.running, 0);
-  EXPECT_EQ(s.waiting, 0);
-  EXPECT_EQ(s.kv_blocks_used, 0);
-  EXPECT_EQ(s.kv_blocks_free + s.kv_blocks_cached, s.kv_blocks_total);
 }
 
 // The stop-string holdback on its own (no model needed).

@@ -1,15 +1,22 @@
 // FakeKvCache: the scheduler tests' stand-in for the executor's KV cache. It
-// stores token ids instead of K/V: write(plan) runs the plan's copy-on-write
-// copies, then writes every planned token into its slot through the block
-// table; context(plan, sample) reads the sample's whole context BACK through
-// the block table, so a wrong table, a missing copy or a block freed too early
-// shows up as a wrong context (and so a wrong next token). Header-only.
+// stores token ids instead of K/V and keeps the sequences' block tables the
+// way the executor does, from the plans' deltas (actors/seq_mirror.hpp):
+// write(plan) applies releases, forks and table deltas, runs the plan's
+// copy-on-write copies, then writes every planned token (placeholders
+// resolved to the id sampled last) into its slot through the table;
+// context(plan, sample) reads the sample's whole context BACK through the
+// table, so a wrong delta, a missing copy or a block freed too early shows
+// up as a wrong context (and so a wrong next token). record() tells it the
+// sampled ids. Header-only.
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "actors/seq_mirror.hpp"
 #include "actors/step_plan.hpp"
 
 namespace pagoda::actors::test {
@@ -17,30 +24,48 @@ namespace pagoda::actors::test {
 class FakeKvCache {
  public:
   FakeKvCache(int32_t num_blocks, int32_t block_size)
-      : bs_(block_size), kv_(size_t(num_blocks) * size_t(block_size), -1) {}
+      : bs_(block_size), kv_(size_t(num_blocks) * size_t(block_size), -1), mirror_(num_blocks, block_size) {}
 
   void write(const StepPlan& plan) {
+    auto ok = mirror_.begin(plan, tokens_);
+    ASSERT_TRUE(ok.ok()) << ok.error().message;
     for (const BlockCopy& c : plan.copies) {
       std::copy_n(kv_.begin() + c.src * bs_, bs_, kv_.begin() + c.dst * bs_);
     }
-    for (const PlanEntry& e : plan.entries) {
-      for (size_t i = 0; i < e.tokens.size(); ++i) at(e, e.num_cached + int32_t(i)) = e.tokens[i];
+    for (size_t i = 0; i < plan.entries.size(); ++i) {
+      const PlanEntry& e = plan.entries[i];
+      for (size_t k = 0; k < tokens_[i].size(); ++k) at(e.seq, e.num_cached + int32_t(k)) = tokens_[i][k];
     }
+    auto forked = mirror_.forks(plan);
+    ASSERT_TRUE(forked.ok()) << forked.error().message;
   }
 
   std::vector<TokenId> context(const StepPlan& plan, const PlanSample& s) {
     const PlanEntry& e = plan.entries[size_t(s.entry)];
     std::vector<TokenId> ctx;
-    for (int32_t p = 0; p < e.num_cached + int32_t(e.tokens.size()); ++p) ctx.push_back(at(e, p));
+    for (int32_t p = 0; p < e.num_cached + e.num_new(); ++p) ctx.push_back(at(e.seq, p));
     return ctx;
   }
 
+  void record(const StepPlan& plan, const StepResult& r) {
+    std::vector<TokenId> ids;
+    for (const SampleOutput& o : r.samples) ids.push_back(o.token);
+    mirror_.record(plan, ids);
+  }
+
+  // A plan that does not run (failed or skipped) still releases.
+  void release_only(const StepPlan& plan) { mirror_.release(plan); }
+  size_t num_sequences() const { return mirror_.size(); }
+
  private:
-  TokenId& at(const PlanEntry& e, int32_t pos) {
-    return kv_[size_t(e.block_table[size_t(pos / bs_)] * bs_ + pos % bs_)];
+  TokenId& at(SeqId seq, int32_t pos) {
+    const MirroredSeq* s = mirror_.find(seq);
+    return kv_[size_t(s->table[size_t(pos / bs_)] * bs_ + pos % bs_)];
   }
   int32_t bs_;
   std::vector<TokenId> kv_;
+  SeqMirror mirror_;
+  std::vector<std::vector<TokenId>> tokens_;
 };
 
 }  // namespace pagoda::actors::test

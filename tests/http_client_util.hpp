@@ -84,6 +84,8 @@ class HttpClient {
                    std::vector<std::pair<std::string, std::string>> headers = {}) {
     http::request<http::string_body> req{verb, target, 11};
     req.set(http::field::host, "127.0.0.1");
+    // Every POST route takes JSON; the transport answers 415 without this.
+    if (verb == http::verb::post) req.set(http::field::content_type, "application/json");
     for (auto& [k, v] : headers) req.set(k, v);
     req.body() = std::move(body);
     req.prepare_payload();

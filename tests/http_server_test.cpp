@@ -198,6 +198,58 @@ TEST_F(HttpServerTest, ApiKeyGuardsApiPathsButNotHealth) {
   EXPECT_EQ(health.result_int(), 200);
 }
 
+// The memory attack: an endless chunk-size line. The transport must
+// answer 431 and close after a small fixed bound (kMaxUnparsed), however many
+// bytes the peer is still sending.
+TEST_F(HttpServerTest, EndlessChunkSizeLineIsCutAt431) {
+  start();
+  HttpClient c(port_);
+  ASSERT_FALSE(c.send_raw("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          "Transfer-Encoding: chunked\r\n\r\n1;"));
+  // 64 KiB of line: an unbounded parser would wait for the line's end (and
+  // the read below would time out); the bounded one answers after 32 KiB.
+  ASSERT_FALSE(c.send_raw(std::string(64 * 1024, 'a')));
+  Response r;
+  EXPECT_FALSE(c.read(r, std::chrono::seconds(5)));
+  EXPECT_EQ(r.result_int(), 431);
+  EXPECT_TRUE(is_error_json(r, "invalid_request_error")) << r.body();
+  EXPECT_NE(r.body().find("header_too_large"), std::string::npos);
+  EXPECT_FALSE(r.keep_alive());
+}
+
+TEST_F(HttpServerTest, SmugglingHostAndContentTypeAreRefused) {
+  start();
+  auto raw = [&](const std::string& bytes) {
+    HttpClient c(port_);
+    EXPECT_FALSE(c.send_raw(bytes));
+    Response r;
+    c.read(r);
+    return r;
+  };
+  Response te = raw("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    "Transfer-Encoding: gzip\r\n\r\nGET /echo HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+  EXPECT_EQ(te.result_int(), 400);
+  EXPECT_NE(te.body().find("bad_transfer_encoding"), std::string::npos) << te.body();
+  EXPECT_FALSE(te.keep_alive());
+  Response both = raw("POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  EXPECT_EQ(both.result_int(), 400);
+  Response host = raw("GET /echo HTTP/1.1\r\nHost: evil.example\r\n\r\n");
+  EXPECT_EQ(host.result_int(), 403);
+  EXPECT_NE(host.body().find("host_not_allowed"), std::string::npos);
+  HttpClient c(port_);
+  Response text = c.request(http::verb::post, "/echo", "{}", {{"Content-Type", "text/plain"}});
+  EXPECT_EQ(text.result_int(), 415);
+  Response origin = c.request(http::verb::get, "/echo", "", {{"Origin", "http://evil.example"}});
+  EXPECT_EQ(origin.result_int(), 403);
+  Response pre = c.request(http::verb::options, "/echo", "", {{"Origin", "http://127.0.0.1"}});
+  EXPECT_EQ(pre.result_int(), 204);
+  EXPECT_EQ(pre[http::field::allow], "GET, HEAD, POST, OPTIONS");
+  EXPECT_EQ(pre["X-Content-Type-Options"], "nosniff");
+  // Dispatched: host, text, origin, pre; the refused framings and the smuggled GET never were.
+  EXPECT_EQ(ctx_->http_requests.load(), 4u);
+}
+
 TEST_F(HttpServerTest, StaticFilesWithTypesCachingAndNoTraversal) {
   const auto base = std::filesystem::temp_directory_path() / ("pagoda_web_" + std::to_string(::getpid()));
   web_root_ = base / "web";
@@ -229,7 +281,7 @@ TEST_F(HttpServerTest, StaticFilesWithTypesCachingAndNoTraversal) {
   }
   HttpClient h(port_);
   http::request<http::string_body> head{http::verb::head, "/app.js", 11};
-  head.set(http::field::host, "x");
+  head.set(http::field::host, "127.0.0.1");
   ASSERT_FALSE(h.send(head));
   http::response_parser<http::string_body> p;
   p.skip(true);  // a HEAD answer has no body
@@ -257,8 +309,8 @@ TEST_F(HttpServerTest, SseEventsArriveInOrderEndingWithDone) {
 TEST_F(HttpServerTest, PipelinedRequestWaitsForTheStreamBeforeIt) {
   start();
   HttpClient c(port_);
-  ASSERT_FALSE(c.send_raw("GET /sse?n=2 HTTP/1.1\r\nHost: x\r\n\r\n"
-                          "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"));
+  ASSERT_FALSE(c.send_raw("GET /sse?n=2 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                          "POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 3\r\n\r\nabc"));
   Response first, second;
   ASSERT_FALSE(c.read(first));
   EXPECT_EQ(first.body(), "data: {\"i\":0}\n\ndata: {\"i\":1}\n\ndata: [DONE]\n\n");
@@ -270,7 +322,7 @@ TEST_F(HttpServerTest, ClientLeavingMidStreamRunsOnClose) {
   start();
   HttpClient c(port_);
   http::request<http::string_body> req{http::verb::get, "/hold", 11};
-  req.set(http::field::host, "x");
+  req.set(http::field::host, "127.0.0.1");
   ASSERT_FALSE(c.send(req));
   http::response_parser<http::string_body> p;
   ASSERT_FALSE(c.read_header(p));
@@ -284,7 +336,7 @@ TEST_F(HttpServerTest, SlowHttpConsumerIsDisconnectedWithBoundedMemory) {
   start();
   HttpClient c(port_);
   http::request<http::string_body> req{http::verb::get, "/flood", 11};
-  req.set(http::field::host, "x");
+  req.set(http::field::host, "127.0.0.1");
   ASSERT_FALSE(c.send(req));  // and never read
   ASSERT_TRUE(seen_.wait([&] { return seen_.flood_refused && seen_.http_closed == 1; }, 20s));
   // Accepted = what the kernel's socket buffers took + at most the queue limit.
@@ -389,7 +441,7 @@ TEST_F(HttpServerTest, SlowRequestHeadersTimeOut) {
   start();
   HttpClient c(port_);
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_FALSE(c.send_raw("GET /echo HTTP/1.1\r\nHost: x\r\n"));  // never finished
+  ASSERT_FALSE(c.send_raw("GET /echo HTTP/1.1\r\nHost: 127.0.0.1\r\n"));  // never finished
   EXPECT_TRUE(c.read_until_closed(5000ms));
   const auto waited = std::chrono::steady_clock::now() - t0;
   EXPECT_GE(waited, 900ms);
@@ -400,7 +452,7 @@ TEST_F(HttpServerTest, StopClosesOpenStreamsAndRunsOnClose) {
   start();
   HttpClient c(port_);
   http::request<http::string_body> req{http::verb::get, "/hold", 11};
-  req.set(http::field::host, "x");
+  req.set(http::field::host, "127.0.0.1");
   ASSERT_FALSE(c.send(req));
   http::response_parser<http::string_body> p;
   ASSERT_FALSE(c.read_header(p));

@@ -352,7 +352,7 @@ TEST(OpenAiApiShutdown, StreamEndsWithShutdownThenEngineErrorsAre500) {
   auto r = std::make_shared<FakeResponder>();
   HttpRequest req{"POST", "/v1/chat/completions", {}, {},
                   R"({"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":400,)"
-                  R"("ignore_eos":true,"stream":true})"};
+                  R"("ignore_eos":true,"stream":true})", "127.0.0.1"};
   ASSERT_TRUE(routes->handle(req, r));
   ASSERT_TRUE(r->wait_events(3));
   ctx->shutting_down = true;
@@ -368,7 +368,7 @@ TEST(OpenAiApiShutdown, StreamEndsWithShutdownThenEngineErrorsAre500) {
   }
   ctx->shutting_down = false;  // the engine is stopped but the route does not know
   auto r2 = std::make_shared<FakeResponder>();
-  HttpRequest req2{"POST", "/v1/completions", {}, {}, R"({"prompt":"hi","max_tokens":2})"};
+  HttpRequest req2{"POST", "/v1/completions", {}, {}, R"({"prompt":"hi","max_tokens":2})", "127.0.0.1"};
   ASSERT_TRUE(routes->handle(req2, r2));
   ASSERT_TRUE(r2->wait_done());
   std::lock_guard<std::mutex> lock(r2->mu_);

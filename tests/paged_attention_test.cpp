@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
 #include "gpu/backend.hpp"
 #include "gpu/cpu/cpu_ops.hpp"
 #include "tests/attention_problem.hpp"
+#include "tests/attention_rows.hpp"
 
 namespace pagoda::gpu::test {
 namespace {
@@ -141,6 +143,24 @@ TEST(PagedAttention, ReadsWhatKvCacheWriteWrote) {
   p.kc = k;
   p.vc = v;
   expect_attention_close(run(*be, p, 0), reference(p), "written by kv_cache_write");
+}
+
+// block_table_rows: the same tables at shuffled rows of a wider, taller table
+// (the rest NaN blocks) give the dense layout's output bit for bit.
+TEST(PagedAttention, IndirectTableRowsEqualDenseBitwise) {
+  auto be = backend(3);
+  for (int BS : {8, 16, 32}) {
+    const Problem p = make_problem({9, 3, 64, BS}, chunks_between_decodes(), 2, uint32_t(60 + BS));
+    const IndirectTables it = indirect_tables(p, uint32_t(BS));
+    std::vector<int32_t> identity(p.seqs.size());
+    std::iota(identity.begin(), identity.end(), 0);
+    ASSERT_NE(it.rows, identity);
+    for (int partition : {0, 64, -1}) {
+      expect_bitwise(run_attention_rows(*be, p, it, KvDtype::kF32, partition),
+                     run(*be, p, partition),
+                     "BS=" + std::to_string(BS) + " partition " + std::to_string(partition));
+    }
+  }
 }
 
 }  // namespace

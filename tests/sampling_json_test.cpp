@@ -114,8 +114,8 @@ TEST(SamplingJson, RangesAreValidated) {
   EXPECT_EQ(error_of(R"({"top_p":0})"), "top_p must be in (0, 1]");
   EXPECT_EQ(error_of(R"({"min_p":1.5})"), "min_p must be in [0, 1]");
   EXPECT_EQ(error_of(R"({"max_tokens":0})"), "max_tokens must be >= 1");
-  EXPECT_EQ(error_of(R"({"n":0})"), "n must be in [1, 64]");
-  EXPECT_EQ(error_of(R"({"n":65})"), "n must be in [1, 64]");
+  EXPECT_EQ(error_of(R"({"n":0})"), "n must be in [1, 16]");
+  EXPECT_EQ(error_of(R"({"n":17})"), "n must be in [1, 16]");
   EXPECT_EQ(error_of(R"({"presence_penalty":2.5})"), "presence_penalty must be in [-2, 2]");
   EXPECT_EQ(error_of(R"({"frequency_penalty":-3})"), "frequency_penalty must be in [-2, 2]");
   EXPECT_EQ(error_of(R"({"top_k":-2})"), "top_k must be -1, 0 (disabled) or a positive integer");

@@ -8,11 +8,13 @@
 
 #include <algorithm>
 
+#include <deque>
 #include <map>
 #include <random>
 
 #include "actors/scheduler_core.hpp"
 #include "fake_kv_cache.hpp"
+#include "scheduling_mode.hpp"
 
 namespace pagoda::actors {
 namespace {
@@ -52,6 +54,7 @@ class FakeExecutor {
       o.token = draw(kv_.context(plan, s), s.params.seed, s.params.step, s.banned);
       r.samples.push_back(o);
     }
+    kv_.record(plan, r);
     return r;
   }
 
@@ -95,11 +98,13 @@ struct Harness {
   std::map<std::pair<RequestId, int32_t>, FinishReason> finish;
   std::map<RequestId, int> done;
   int32_t max_seqs_seen = 0, steps = 0, mixed_steps = 0;
+  std::deque<StepPlan> queued;  // planned, not yet run
 
   Harness(int32_t blocks, int32_t bs, int32_t max_seqs, int32_t max_tokens, bool caching = true)
       : num_blocks(blocks), block_size(bs) {
     cfg.max_num_seqs = max_seqs;
     cfg.max_num_batched_tokens = max_tokens;
+    cfg.max_in_flight = pagoda::test::async_scheduling_under_test() ? 2 : 1;
     cfg.max_model_len = 512;
     cfg.eos_token_ids = {kEos};
     BlockManagerConfig bc;
@@ -125,15 +130,23 @@ struct Harness {
   }
 
   // One step with the budget checks; false when nothing could be planned.
+  // Scheduling ahead, up to max_in_flight plans are planned before the
+  // oldest runs and is applied (the engine's pipeline, in one thread).
   bool step() {
-    StepPlan plan = core->schedule();
-    collect();
-    if (plan.empty()) return false;
-    EXPECT_LE(plan.num_tokens(), cfg.max_num_batched_tokens);
-    EXPECT_LE(int32_t(plan.entries.size()), cfg.max_num_seqs);
+    while (int32_t(queued.size()) < cfg.max_in_flight) {
+      StepPlan plan = core->schedule();
+      collect();
+      if (plan.empty()) break;
+      EXPECT_LE(plan.num_tokens(), cfg.max_num_batched_tokens);
+      EXPECT_LE(int32_t(plan.entries.size()), cfg.max_num_seqs);
+      queued.push_back(std::move(plan));
+    }
+    if (queued.empty()) return false;
+    StepPlan plan = std::move(queued.front());
+    queued.pop_front();
     max_seqs_seen = std::max(max_seqs_seen, core->stats().running_seqs);
     bool chunk = false, decode = false;
-    for (const PlanEntry& e : plan.entries) (e.tokens.size() > 1 ? chunk : decode) = true;
+    for (const PlanEntry& e : plan.entries) (e.num_new() > 1 ? chunk : decode) = true;
     mixed_steps += chunk && decode;
     ++steps;
     EXPECT_TRUE(core->apply(exec->run(plan)).ok());

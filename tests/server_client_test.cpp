@@ -123,7 +123,7 @@ TEST_F(ServerClientTest, LeavingAStreamingCompletionCancelsIt) {
   const std::string body = "{\"model\":\"" + ctx_->model_id() + "\",\"prompt\":\"" + kPrompt +
                            "\",\"max_tokens\":2000,\"ignore_eos\":true,\"stream\":true}";
   http::request<http::string_body> req{http::verb::post, "/v1/completions", 11};
-  req.set(http::field::host, "x");
+  req.set(http::field::host, "127.0.0.1");
   req.set(http::field::content_type, "application/json");
   req.body() = body;
   req.prepare_payload();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "actors/engine.hpp"
+#include "scheduling_mode.hpp"
 
 namespace pagoda::test {
 
@@ -18,6 +19,7 @@ inline actors::EngineOptions server_engine_options(const std::string& model_path
   o.kv_cache_bytes = 64 << 20;
   o.max_num_seqs = 32;
   o.max_num_batched_tokens = 256;
+  o.async_scheduling = async_scheduling_under_test();
   return o;
 }
 

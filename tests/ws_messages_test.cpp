@@ -114,12 +114,34 @@ TEST(WsMessages, KvFrameOfAHandBuiltSnapshot) {
   EXPECT_EQ(int64_t(e["total"]), 4);
   EXPECT_EQ(int64_t(e["running"]), 2);
   EXPECT_EQ(std::string_view(e["state"]), "uuuc");
-  EXPECT_EQ(simdjson::minify(e["ref"]), "[2,1,1,0]");
-  EXPECT_EQ(simdjson::minify(e["owners"]), "[[7,8],[7],[8],[]]");
-  EXPECT_EQ(simdjson::minify(e["seqs"]),
-            R"([{"seq":10,"request":7,"index":0,"tokens":6,"table":[0,1]},)"
-            R"({"seq":11,"request":8,"index":0,"tokens":5,"table":[0,2]}])");
+  // Only this socket's request 7 is identified: block 0 (shared with the
+  // other client's request 8) shows ref 1 and owner 7; block 2 (request 8's
+  // only) is anonymous in use; seq 11 is only counted in `others`.
+  EXPECT_EQ(simdjson::minify(e["ref"]), "[1,1,0,0]");
+  EXPECT_EQ(simdjson::minify(e["owners"]), "[[7],[7],[],[]]");
+  EXPECT_EQ(simdjson::minify(e["seqs"]), R"([{"seq":10,"request":7,"index":0,"tokens":6,"table":[0,1]}])");
+  EXPECT_EQ(int64_t(e["others"]), 1);
   EXPECT_EQ(simdjson::minify(e["mine"]), R"({"7":"mine-7"})");
+  EXPECT_EQ(f.find("8"), std::string::npos) << "another client's request id leaked: " << f;
+}
+
+TEST(WsMessages, KvFrameWithoutOwnRequestsShowsNoIds) {
+  actors::KvSnapshot snap;
+  auto& p = snap.pool;
+  p.block_size = 4;
+  p.total_blocks = 2;
+  p.used_blocks = 2;
+  p.blocks = {{actors::BlockState::used, 2, {20, 21}}, {actors::BlockState::used, 1, {21}}};
+  p.seqs = {{20, 3, {0}}, {21, 6, {0, 1}}};
+  snap.owners = {{20, 5, 0}, {21, 6, 1}};
+  const std::string f = kv_frame(snap, actors::EngineStats{}, 0, {});
+  simdjson::dom::parser parser;
+  simdjson::dom::element e = parser.parse(f);
+  EXPECT_EQ(std::string_view(e["state"]), "uu");
+  EXPECT_EQ(simdjson::minify(e["ref"]), "[0,0]");
+  EXPECT_EQ(simdjson::minify(e["owners"]), "[[],[]]");
+  EXPECT_EQ(simdjson::minify(e["seqs"]), "[]");
+  EXPECT_EQ(int64_t(e["others"]), 2);
 }
 
 std::string mutate(std::string s, std::mt19937& rng) {

@@ -3,7 +3,9 @@
 //
 //   bench_engine [--model PATH] [--prompts 48] [--kv-blocks 1024] [--block-size 16]
 //                [--contiguous-lens 8192,2048] [--steps 40]
-//                [--rows load,parallel,parallel_mixed,contiguous,beam]
+//                [--rows load,parallel,parallel_mixed,contiguous,beam,streams]
+//                [--backend cpu|cuda|auto] [--load-format auto|dummy] [--dummy-dtype D]
+//                [--streams 1,16,64,256] [--stream-prompt 128] [--stream-tokens 128]
 //
 // Rows:
 //   load        : --prompts requests (std::mt19937 seed 42: prompt lengths
@@ -28,6 +30,15 @@
 //                 the same 256-token prompt, 64 new tokens each (ignore_eos,
 //                 so every beam runs to max_tokens), prefix caching OFF, each
 //                 on a fresh engine; peak used blocks of each.
+//   streams     : (not in the default rows) per count C of --streams, C
+//                 requests (--stream-prompt random ids, --stream-tokens new
+//                 tokens, greedy, ignore_eos) submitted at once to a fresh
+//                 engine (one for all C; max_num_seqs = max C; --kv-blocks
+//                 must hold them all): output tok/s, and from the
+//                 client side TTFT, TPOT (per request (last - first) / (n - 1))
+//                 and ITL p50/p99. With --load-format dummy, --model is a
+//                 config.json directory (model/configs/llama-3-8b).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -57,8 +68,18 @@ struct Args {
   std::vector<int32_t> contiguous_lens = {8192, 2048};
   int32_t mixed_min = 32, mixed_max = 640, mixed_tokens = 48;  // parallel_mixed load
   std::string rows = "load,parallel,parallel_mixed,contiguous,beam";
+  std::string backend = "cpu", load_format = "auto", dummy_dtype = "auto";
+  std::vector<int32_t> streams = {1, 16, 64, 256};
+  int32_t stream_prompt = 128, stream_tokens = 128;
   bool row(const std::string& name) const { return ("," + rows + ",").find("," + name + ",") != std::string::npos; }
 };
+
+std::vector<int32_t> int_list(const std::string& v) {
+  std::vector<int32_t> out;
+  std::stringstream ss(v);
+  for (std::string part; std::getline(ss, part, ',');) out.push_back(std::stoi(part));
+  return out;
+}
 
 Args parse(int argc, char** argv) {
   Args a;
@@ -75,6 +96,12 @@ Args parse(int argc, char** argv) {
     else if (k == "--mixed-min") a.mixed_min = std::stoi(v);
     else if (k == "--mixed-max") a.mixed_max = std::stoi(v);
     else if (k == "--mixed-tokens") a.mixed_tokens = std::stoi(v);
+    else if (k == "--backend") a.backend = v;
+    else if (k == "--load-format") a.load_format = v;
+    else if (k == "--dummy-dtype") a.dummy_dtype = v;
+    else if (k == "--stream-prompt") a.stream_prompt = std::stoi(v);
+    else if (k == "--stream-tokens") a.stream_tokens = std::stoi(v);
+    else if (k == "--streams") a.streams = int_list(v);
     else if (k == "--contiguous-lens") {
       a.contiguous_lens.clear();
       std::stringstream ss(v);
@@ -106,7 +133,17 @@ std::vector<GenerateRequest> make_load(int32_t count) {
 EngineOptions base(const Args& a) {
   EngineOptions o;
   o.model_path = a.model;
-  o.backend = pagoda::gpu::BackendKind::kCpu;
+  o.backend = a.backend == "cuda"   ? pagoda::gpu::BackendKind::kCuda
+              : a.backend == "auto" ? pagoda::gpu::BackendKind::kAuto
+                                    : pagoda::gpu::BackendKind::kCpu;
+  const auto format = pagoda::model::parse_load_format(a.load_format);
+  const auto dtype = pagoda::model::parse_dummy_dtype(a.dummy_dtype);
+  if (!format || !dtype) {
+    std::fprintf(stderr, "bench_engine: bad --load-format or --dummy-dtype\n");
+    std::exit(2);
+  }
+  o.load_format = *format;
+  o.dummy_dtype = *dtype;
   o.precision = pagoda::model::WeightPrecision::kQuantized;
   o.num_blocks = a.kv_blocks;
   o.block_size = a.block_size;
@@ -261,13 +298,93 @@ int32_t contiguous_peak(const Args& a, int32_t max_model_len, int32_t* blocks_pe
   return e->stats().peak_running_seqs;  // ~Engine cancels the rest
 }
 
+// Client-side timing of one request: submit time and each token's arrival.
+class TimingSink : public RequestSink {
+ public:
+  explicit TimingSink(std::atomic<int>* ended) : ended_(ended), t0_(std::chrono::steady_clock::now()) {}
+  bool on_token(const TokenDelta&) override {
+    times_.push_back(seconds_since(t0_));
+    return true;
+  }
+  void on_done(const RequestDone&) override { ++*ended_; }
+  void on_error(const std::string&) override { ++*ended_; errors_ = 1; }
+  const std::vector<double>& times() const { return times_; }  // read after ended
+  int errors() const { return errors_; }
+
+ private:
+  std::atomic<int>* ended_;
+  std::chrono::steady_clock::time_point t0_;
+  std::vector<double> times_;
+  int errors_ = 0;
+};
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[size_t(q * double(v.size() - 1) + 0.5)];
+}
+
+void stream_case(Engine* e, const Args& a, int32_t count, bool last) {
+  std::mt19937 rng(static_cast<uint32_t>(count));
+  std::atomic<int> ended{0};
+  std::vector<std::shared_ptr<TimingSink>> sinks;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int32_t i = 0; i < count; ++i) {
+    GenerateRequest r;
+    for (int k = 0; k < a.stream_prompt; ++k) r.prompt_ids.push_back(int32_t(100 + rng() % 20000));
+    r.sampling.temperature = 0.0f;
+    r.sampling.max_tokens = a.stream_tokens;
+    r.sampling.ignore_eos = true;
+    sinks.push_back(std::make_shared<TimingSink>(&ended));
+    e->submit(std::move(r), sinks.back());
+  }
+  while (ended.load() < count) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const double wall = seconds_since(t0);
+  std::vector<double> ttft, tpot, itl;
+  size_t tokens = 0;
+  int errors = 0;
+  for (const auto& s : sinks) {
+    const std::vector<double>& t = s->times();
+    errors += s->errors();
+    tokens += t.size();
+    if (t.empty()) continue;
+    ttft.push_back(t[0]);
+    if (t.size() > 1) tpot.push_back((t.back() - t[0]) / double(t.size() - 1));
+    for (size_t i = 1; i < t.size(); ++i) itl.push_back(t[i] - t[i - 1]);
+  }
+  std::printf("{\"streams\": %d, \"errors\": %d, \"output_tokens\": %zu, \"wall_s\": %.3f, "
+              "\"output_tokens_per_s\": %.1f, \"ttft_p50_s\": %.4f, \"ttft_p99_s\": %.4f, "
+              "\"tpot_mean_s\": %.5f, \"itl_p50_s\": %.5f, \"itl_p99_s\": %.5f}%s",
+              count, errors, tokens, wall, double(tokens) / wall, percentile(ttft, 0.5),
+              percentile(ttft, 0.99),
+              tpot.empty() ? 0.0 : [&] { double m = 0; for (double x : tpot) m += x; return m / double(tpot.size()); }(),
+              percentile(itl, 0.5), percentile(itl, 0.99), last ? "" : ", ");
+  std::fflush(stdout);
+}
+
+void streams_row(const Args& a) {
+  EngineOptions o = base(a);  // one engine (one weight load) for every count
+  o.max_num_seqs = std::max(1, *std::max_element(a.streams.begin(), a.streams.end()));
+  o.max_model_len = a.stream_prompt + a.stream_tokens + a.block_size;
+  auto e = start(o);
+  std::printf("  \"streams\": {\"prompt_tokens\": %d, \"max_tokens\": %d, \"runs\": [",
+              a.stream_prompt, a.stream_tokens);
+  for (size_t i = 0; i < a.streams.size(); ++i) {
+    stream_case(e.get(), a, a.streams[i], i + 1 == a.streams.size());
+  }
+  std::printf("]},\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
-  std::printf("{\n  \"model\": \"%s\", \"backend\": \"cpu\", \"precision\": \"quantized\", "
+  std::printf("{\n  \"model\": \"%s\", \"backend\": \"%s\", \"load_format\": \"%s\", "
+              "\"dummy_dtype\": \"%s\", \"precision\": \"quantized\", "
               "\"block_size\": %d, \"max_num_seqs\": 64, \"max_num_batched_tokens\": 512,\n",
-              a.model.c_str(), a.block_size);
+              a.model.c_str(), a.backend.c_str(), a.load_format.c_str(), a.dummy_dtype.c_str(),
+              a.block_size);
+  if (a.row("streams")) streams_row(a);
   if (a.row("load")) load_row(a);
   std::fflush(stdout);
   if (a.row("parallel")) parallel_row(a);

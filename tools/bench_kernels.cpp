@@ -4,17 +4,25 @@
 //    read + out written per second, and its fraction of the device's peak
 //    (2 x memory clock x bus width, from cudaDeviceGetAttribute);
 //  - sampling (top_k/top_p rows over a 49152 vocabulary): time per call;
-//  - matmul through cuBLAS (BF16 weights): TFLOP/s.
+//  - matmul through cuBLAS (BF16 weights): TFLOP/s;
+//  - CPU quantized matmul (the int8 kernels, every ISA variant this CPU
+//    supports side by side, on SmolLM2-135M's shapes: Q4_1 layers, the Q8_0
+//    49152 x 576 output matrix) at M = 1, 32, 512: us per call and GOP/s
+//    (2·M·N·K / time), and the ratio to the avx2 variant.
 // CUDA timings use events on the backend's stream (3 warm-up calls, then the
 // mean of N); CPU timings use steady_clock. Without a device only the CPU
-// part runs. Usage: bench_kernels [--json FILE] [--quick]
+// part runs; builds without CUDA have only the CPU part.
+// Usage: bench_kernels [--json FILE] [--quick] [--cpu-matmul-only]
+#if PAGODA_HAVE_CUDA
 #include <cuda_runtime.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -23,7 +31,12 @@
 #include <vector>
 
 #include "gpu/backend.hpp"
+#include "gpu/cpu/cpu_isa.hpp"
+#include "gpu/cpu/quant_matmul.hpp"
+#include "gpu/cpu/thread_pool.hpp"
+#if PAGODA_HAVE_CUDA
 #include "gpu/cuda/cuda_backend.hpp"
+#endif
 #include "gpu/device.hpp"
 #include "gpu/quant_format.hpp"
 
@@ -42,6 +55,7 @@ struct AttnShape {
 double time_calls(Backend& be, int iters, const std::function<void()>& fn) {
   for (int i = 0; i < 3; ++i) fn();
   be.synchronize();
+#if PAGODA_HAVE_CUDA
   if (be.kind() == BackendKind::kCuda) {
     auto& cuda_be = static_cast<cuda::CudaBackend&>(be);
     cudaEvent_t start, stop;
@@ -57,6 +71,7 @@ double time_calls(Backend& be, int iters, const std::function<void()>& fn) {
     cudaEventDestroy(stop);
     return ms / 1e3 / iters;
   }
+#endif
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) fn();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
@@ -176,6 +191,7 @@ std::string sampling_case(Backend& be, int rows, int vocab, int iters) {
   return line;
 }
 
+#if PAGODA_HAVE_CUDA
 std::string matmul_case(cuda::CudaBackend& be, int64_t M, int64_t N, int64_t K, int iters) {
   std::vector<uint16_t> w(size_t(N * K), fp32_to_bf16(0.01f));
   auto dw = be.prepare_weight(LinearWeight{WeightFormat::BF16, N, K, w.data()});
@@ -194,6 +210,80 @@ std::string matmul_case(cuda::CudaBackend& be, int64_t M, int64_t N, int64_t K, 
                 double(N * K * 2) / sec / 1e9);
   std::fprintf(stderr, "%s\n", line);
   return line;
+}
+#endif
+
+// Random blocks of a quantized format: fp16 scales in [0.002, 0.03), random quants.
+std::vector<uint8_t> random_quant_weight(WeightFormat f, int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.002f, 0.03f);
+  const int64_t bsz = block_bytes(f), nb = n * k / 32;
+  std::vector<uint8_t> raw(size_t(nb * bsz));
+  for (auto& b : raw) b = uint8_t(byte(rng));
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint16_t d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(-scale(rng) * 8);
+    std::memcpy(&raw[size_t(b * bsz)], &d, 2);
+    if (f == WeightFormat::Q4_1) std::memcpy(&raw[size_t(b * bsz + 2)], &m, 2);
+  }
+  return raw;
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// CPU quant_matmul of one shape with every supported ISA variant, one line
+// each. Two timings: "us" = wall time per call on the global pool (all
+// threads); "cpu_us_1t" = this thread's CPU time per call on a 1-thread pool,
+// which other processes on a loaded machine disturb far less (use it to
+// compare variants; the wall time is what a user sees on an idle machine).
+void cpu_matmul_cases(const char* name, WeightFormat f, int64_t M, int64_t N, int64_t K,
+                      double seconds_budget, std::vector<std::string>& out) {
+  const std::vector<uint8_t> raw = random_quant_weight(f, N, K, 7);
+  const LinearWeight w{f, N, K, raw.data()};
+  std::vector<float> x(size_t(M * K)), y(size_t(M * N));
+  std::mt19937 rng(8);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (auto& v : x) v = g(rng);
+  cpu::MatmulScratch scratch;
+  cpu::ThreadPool& pool = cpu::ThreadPool::global();
+  static cpu::ThreadPool one(1);
+  double avx2_cpu = 0;
+  for (cpu::QuantIsa isa : cpu::kAllQuantIsas) {
+    if (!cpu::quant_isa_supported(isa)) continue;
+    if (isa == cpu::QuantIsa::Scalar && M > 1) continue;  // minutes at M = 512
+    auto timed = [&](cpu::ThreadPool& p, bool cpu_clock) {
+      auto call = [&] {
+        if (!cpu::quant_matmul(w, x.data(), y.data(), M, scratch, isa, p)) std::exit(1);
+      };
+      call();
+      int iters = 0;
+      const double c0 = thread_cpu_seconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      double sec = 0;
+      do {
+        call();
+        ++iters;
+        sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      } while (sec < seconds_budget || iters < 3);
+      return (cpu_clock ? thread_cpu_seconds() - c0 : sec) / iters * 1e6;
+    };
+    const double us = timed(pool, false), cpu_us = timed(one, true);
+    if (isa == cpu::QuantIsa::Avx2) avx2_cpu = cpu_us;
+    char line[448];
+    std::snprintf(line, sizeof line,
+                  "{\"name\":\"%s\",\"format\":\"%s\",\"isa\":\"%s\",\"threads\":%zu,"
+                  "\"M\":%lld,\"N\":%lld,\"K\":%lld,\"us\":%.1f,\"gop_per_s\":%.1f,"
+                  "\"cpu_us_1t\":%.1f,\"gop_per_cpu_s\":%.1f,\"cpu_speedup_vs_avx2\":%.3f}",
+                  name, format_name(f).data(), cpu::isa_name(isa).data(), pool.size(),
+                  (long long)M, (long long)N, (long long)K, us, 2.0 * M * N * K / us / 1e3,
+                  cpu_us, 2.0 * M * N * K / cpu_us / 1e3, avx2_cpu > 0 ? avx2_cpu / cpu_us : 0.0);
+    std::fprintf(stderr, "%s\n", line);
+    out.push_back(line);
+  }
 }
 
 std::string escape(const std::string& s) {
@@ -215,15 +305,18 @@ std::string join(const std::vector<std::string>& v) {
 
 int main(int argc, char** argv) {
   std::string json_path;
-  bool quick = false;
+  bool quick = false, cpu_matmul_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--cpu-matmul-only")) cpu_matmul_only = true;
   }
-  std::vector<std::string> attn, sampling, matmul;
+  std::fprintf(stderr, "bench_kernels: %s\n", cpu::cpu_isa_summary().c_str());
+  std::vector<std::string> attn, sampling, matmul, cpu_matmul;
   std::string device = "none", reason;
   double peak_bps = 0;
-  const DeviceInfo info = probe_devices();
+  const DeviceInfo info = cpu_matmul_only ? DeviceInfo{} : probe_devices();
+#if PAGODA_HAVE_CUDA
   if (info.device_count > 0) {
     auto made = cuda::CudaBackend::create(BackendOptions{});
     if (!made) {
@@ -254,18 +347,31 @@ int main(int argc, char** argv) {
   } else {
     reason = info.reason;
   }
+#else
+  reason = cpu_matmul_only ? "" : "built without CUDA";
+#endif
   auto cpu = std::move(make_backend(BackendKind::kCpu)).value();
-  const AttnShape cpu_shapes[] = {{"llama8b-like", 8, 512, 32, 8, 128, 16},
-                                  {"smollm2-like", 8, 512, 9, 3, 64, 16}};
-  for (const AttnShape& s : cpu_shapes) {
-    attn.push_back(attention_case(*cpu, s, KvDtype::kF32, 0, 0, quick ? 2 : 5));
+  if (!cpu_matmul_only) {
+    const AttnShape cpu_shapes[] = {{"llama8b-like", 8, 512, 32, 8, 128, 16},
+                                    {"smollm2-like", 8, 512, 9, 3, 64, 16}};
+    for (const AttnShape& s : cpu_shapes) {
+      attn.push_back(attention_case(*cpu, s, KvDtype::kF32, 0, 0, quick ? 2 : 5));
+    }
+    sampling.push_back(sampling_case(*cpu, 8, 49152, quick ? 2 : 5));
   }
-  sampling.push_back(sampling_case(*cpu, 8, 49152, quick ? 2 : 5));
+  const double budget = quick ? 0.1 : 0.5;
+  for (int64_t M : {1, 32, 512}) {
+    cpu_matmul_cases("qkv", WeightFormat::Q4_1, M, 960, 576, budget, cpu_matmul);
+    cpu_matmul_cases("gate_up", WeightFormat::Q4_1, M, 3072, 576, budget, cpu_matmul);
+    cpu_matmul_cases("down", WeightFormat::Q4_1, M, 576, 1536, budget, cpu_matmul);
+    cpu_matmul_cases("output", WeightFormat::Q8_0, M, 49152, 576, budget, cpu_matmul);
+  }
   std::string out = "{\n  \"device\": \"" + escape(device) + "\",\n  \"note\": \"" +
                     escape(reason) +
                     "\",\n  \"peak_gb_per_s\": " + std::to_string(peak_bps / 1e9) +
                     ",\n  \"attention\": " + join(attn) + ",\n  \"sampling\": " +
-                    join(sampling) + ",\n  \"matmul\": " + join(matmul) + "\n}\n";
+                    join(sampling) + ",\n  \"matmul\": " + join(matmul) +
+                    ",\n  \"cpu_quant_matmul\": " + join(cpu_matmul) + "\n}\n";
   std::fputs(out.c_str(), stdout);
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");

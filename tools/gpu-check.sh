@@ -1,144 +1,104 @@
 #!/usr/bin/env bash
-# gpu-check.sh: one command that checks the CUDA backend on a machine with an
-# NVIDIA GPU and no network, and leaves logs plus a JSON summary.
+# gpu-check.sh: one command that verifies and measures Pagoda on a CUDA
+# machine from the self-contained bundle that tools/gpu-bundle makes (this
+# script is the bundle's check.sh). Nothing is built there; nothing outside
+# the bundle is needed but the C runtime, the CUDA driver and toolkit, bash,
+# tar/xz (or python3) and python3 for the summary.
 #
-#   tools/gpu-check.sh [OUT_DIR]      (OUT_DIR defaults to $OUT, else /tmp/pagoda-gpu-out)
-#   tools/gpu-check.sh --prepare      (run once where /usr/src/googletest exists:
-#                                      copies it to third_party/googletest, which
-#                                      .gitignore ignores, so pass it in `carry`)
+#   bash check.sh [OUT_DIR]           (OUT_DIR defaults to $OUT, else /tmp/pagoda-gpu-out)
+#   env: PAGODA_BUNDLE (default: this script's folder; from the repo,
+#        <repo>/build-gpu-bundle), PAGODA_RUN (unpack folder, default
+#        /tmp/pagoda-bundle-run), PAGODA_SKIP="phase ..." (phases to skip),
+#        PAGODA_STREAMS (default 1,16,64,256), PAGODA_BUDGET_S (default
+#        460: every phase's limit is cut to what is left of it; a phase with
+#        under 20 s left is skipped as out of time).
 #
-# Steps: log the environment (nvidia-smi, nvcc, cmake, compilers, cuBLAS);
-# configure tools/CMakeLists.txt standalone (the gpu layer, every
-# tests/*_gpu_test.cpp and bench_kernels; no CAF/spdlog/... needed) in
-# $PAGODA_GPU_BUILD (default /tmp/pagoda-gpu-build) for $PAGODA_CUDA_ARCHS
-# (default 90); build with -j$(nproc), continuing past failing targets; run
-# `ctest -L gpu`; run bench_kernels; if time allows, compute-sanitizer memcheck
-# on a few small test cases. Everything lands in OUT_DIR (8 files at most):
-#   env.txt build.txt ctest.txt bench.json bench.txt sanitizer.txt summary.json
-# Exit status: 0 when the build and every test passed, else 1.
-# Budget: about 8 minutes on a 16-core machine (the sanitizer step is skipped
-# when the earlier steps took more than 5 minutes).
+# Phases, each under `timeout` and each recorded (status, rc, seconds, log)
+# in OUT_DIR/phases.jsonl; OUT_DIR/summary.json is rewritten after every
+# phase, so a cut run still returns what it did; a failed phase never stops
+# the next one:
+#   unpack        payload.tar.xz -> PAGODA_RUN (bin/, lib/)
+#   env           GPU, driver, glibc; every library each binary loads, with
+#                 those found outside the bundle, the C runtime and CUDA
+#                 flagged (libs.json)
+#   cpu_smoke     pagoda generate on the tiny model (CPU backend), twice: equal
+#   op_tests      every CUDA kernel against its CPU twin (cuda_*_gpu_test,
+#                 device_gpu_test; gtest XML)
+#   e2e           model_cuda_gpu_test (CUDA vs CPU logits: prefill, chunked
+#                 prefill, decode, shuffled block tables) and
+#                 engine_cuda_gpu_test (mixed batch, n > 1, beams, prefix
+#                 hits, greedy agreement, blocks back), on the tiny model
+#   cuda_generate pagoda generate --backend cuda vs --backend cpu, greedy
+#   perf_kernels  bench_kernels --quick (paged-decode bandwidth at 64 x 2k,
+#                 Llama-3-8B heads; sampling; cuBLAS GEMMs) -> bench.json
+#   perf_engine   bench_engine --rows streams, Llama-3-8B shape, dummy BF16
+#                 weights, 1/16/64/256 concurrent streams -> engine.json
+#                 (without a GPU: the tiny shape on the CPU, 1 and 4 streams,
+#                 to exercise the harness)
+#   step_profile  the same engine at 64 streams, 32 new tokens, with
+#                 PAGODA_CUDA_PROFILE (gpu/cuda/op_profile.cuh): GPU ms per op
+#                 category (GEMMs, attention, sampling, KV writes, other) and
+#                 the host gaps, per synchronisation window -> step_profile.json
+#                 (a separate run: the events slow the step a little)
+# Without a GPU the CUDA phases print why they skip and the GPU tests skip
+# themselves. Exit status: 0 when no phase failed.
 set -u -o pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if [[ "${1:-}" == "--prepare" ]]; then
-  if [[ -f "$ROOT/third_party/googletest/CMakeLists.txt" ]]; then
-    echo "third_party/googletest already present"
-  else
-    mkdir -p "$ROOT/third_party" && cp -r /usr/src/googletest "$ROOT/third_party/googletest" &&
-      echo "copied /usr/src/googletest to third_party/googletest ($(du -sh "$ROOT/third_party/googletest" | cut -f1))"
-  fi
-  exit $?
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [[ -n ${PAGODA_BUNDLE:-} ]]; then BUNDLE=$PAGODA_BUNDLE
+elif [[ -f $HERE/payload.tar.xz ]]; then BUNDLE=$HERE
+else BUNDLE=$(cd "$HERE/.." && pwd)/build-gpu-bundle
 fi
-
 OUT_DIR=${1:-${OUT:-/tmp/pagoda-gpu-out}}
-BUILD=${PAGODA_GPU_BUILD:-/tmp/pagoda-gpu-build}
-ARCHS=${PAGODA_CUDA_ARCHS:-90}
-JOBS=${JOBS:-$(nproc)}
-mkdir -p "$OUT_DIR"
-export PATH=/usr/local/cuda/bin:$PATH
+RUN=${PAGODA_RUN:-/tmp/pagoda-bundle-run}
+STREAMS=${PAGODA_STREAMS:-1,16,64,256}
+BUDGET=${PAGODA_BUDGET_S:-460}
+mkdir -p "$OUT_DIR/gtest"
+: > "$OUT_DIR/phases.jsonl"
 T0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - T0 )); }
 say() { echo "[gpu-check +$(elapsed)s] $*"; }
 
-# ---- 1. environment ----------------------------------------------------------------
-say "environment -> env.txt"
-{
-  date -u; uname -a; echo
-  nvidia-smi || echo "nvidia-smi failed"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.memory \
-    --format=csv || true
-  echo; nvcc --version || echo "no nvcc"
-  echo; cmake --version | head -1; echo "ninja $(ninja --version 2>&1)"
-  c++ --version | head -1; ldd --version | head -1
-  echo; echo "cuBLAS / cudart in the toolkit:"
-  ls /usr/local/cuda/lib64 /usr/local/cuda/targets/*/lib 2>/dev/null | grep -E 'cublas|cudart' | sort -u
-  echo; echo "googletest: $(ls -d "$ROOT"/third_party/googletest /usr/src/googletest 2>/dev/null)"
-  echo "compute-sanitizer: $(command -v compute-sanitizer || echo none)"
-  echo; echo "tree: $(cd "$ROOT" && git rev-parse HEAD 2>/dev/null) $(cd "$ROOT" && git status --short 2>/dev/null | wc -l) changed files"
-} > "$OUT_DIR/env.txt" 2>&1
-
-# cuBLAS outside the toolkit (pip wheels): point CMake at it. Untested fallback.
-EXTRA=()
-if ! ls /usr/local/cuda/lib64/libcublas.so* /usr/local/cuda/targets/*/lib/libcublas.so* >/dev/null 2>&1; then
-  WHEEL=$(python3 - <<'PY' 2>/dev/null
-import glob, os, site
+CUDA_LIBS=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+  [[ -d $d ]] && CUDA_LIBS="$CUDA_LIBS:$d"
+done
+# cuBLAS outside the toolkit (torch's pip wheels): untested fallback.
+if ! ls /usr/local/cuda/lib*/libcublas.so.13* /usr/local/cuda/targets/*/lib/libcublas.so.13* > /dev/null 2>&1; then
+  WHEEL=$(python3 -c 'import glob, os, site
 for d in site.getsitepackages():
-    for lib in glob.glob(os.path.join(d, "nvidia", "**", "libcublas.so.*"), recursive=True):
-        print(os.path.dirname(lib)); raise SystemExit
-PY
-)
-  if [[ -n "$WHEEL" ]]; then
-    say "cuBLAS from $WHEEL"
-    EXTRA+=("-DCUDA_cublas_LIBRARY=$(ls "$WHEEL"/libcublas.so.* | head -1)"
-            "-DCUDA_cublasLt_LIBRARY=$(ls "$WHEEL"/libcublasLt.so.* | head -1)"
-            "-DCMAKE_CXX_FLAGS=-I$WHEEL/../include" "-DCMAKE_CUDA_FLAGS=-I$WHEEL/../include")
-    export LD_LIBRARY_PATH="$WHEEL:${LD_LIBRARY_PATH:-}"
-  fi
+    for lib in glob.glob(os.path.join(d, "nvidia", "**", "libcublas.so.13*"), recursive=True):
+        print(os.path.dirname(lib)); raise SystemExit' 2> /dev/null)
+  [[ -n $WHEEL ]] && CUDA_LIBS="$CUDA_LIBS:$WHEEL"
+fi
+# Only the bundle's programs get the bundle's libraries (python3, tar keep the system's).
+pg() { LD_LIBRARY_PATH="$RUN/lib$CUDA_LIBS" "$@"; }
+
+HAVE_GPU=0
+NO_GPU_REASON="nvidia-smi lists no GPU"
+if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then HAVE_GPU=1
+elif ! command -v nvidia-smi > /dev/null; then NO_GPU_REASON="no nvidia-smi (no CUDA driver)"
 fi
 
-# ---- 2. configure and build -----------------------------------------------------------
-say "configure + build ($ARCHS, -j$JOBS) -> build.txt"
-CONFIGURE_OK=0; BUILD_OK=0
-{
-  cmake -S "$ROOT/tools" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DPAGODA_CUDA_ARCHS="$ARCHS" "${EXTRA[@]}" && echo CONFIGURE_OK
-} > "$OUT_DIR/build.txt" 2>&1 && CONFIGURE_OK=1
-if [[ $CONFIGURE_OK == 1 ]]; then
-  cmake --build "$BUILD" -j "$JOBS" -- -k 0 >> "$OUT_DIR/build.txt" 2>&1 && BUILD_OK=1
-fi
-say "configure=$CONFIGURE_OK build=$BUILD_OK"
-
-# ---- 3. tests -------------------------------------------------------------------------
-CTEST_RC=-1
-if [[ $CONFIGURE_OK == 1 ]]; then
-  say "ctest -L gpu -> ctest.txt"
-  rm -rf "$BUILD/gtest-xml"; mkdir -p "$BUILD/gtest-xml"
-  GTEST_OUTPUT="xml:$BUILD/gtest-xml/" ctest --test-dir "$BUILD" -L gpu -V --timeout 180 \
-    > "$OUT_DIR/ctest.txt" 2>&1
-  CTEST_RC=$?
-  grep -E "tests passed|tests failed|\*\*\*" "$OUT_DIR/ctest.txt" | tail -15
-fi
-
-# ---- 4. benchmark ---------------------------------------------------------------------
-BENCH_RC=-1
-if [[ -x "$BUILD/bench_kernels" ]]; then
-  say "bench_kernels -> bench.json, bench.txt"
-  timeout 180 "$BUILD/bench_kernels" --json "$OUT_DIR/bench.json" > /dev/null 2> "$OUT_DIR/bench.txt"
-  BENCH_RC=$?
-  cat "$OUT_DIR/bench.txt"
-fi
-
-# ---- 5. memory checker on small cases (when there is time) -------------------------------
-SAN_RC=-1
-if command -v compute-sanitizer > /dev/null && [[ $(elapsed) -lt 300 && $BUILD_OK == 1 ]]; then
-  say "compute-sanitizer memcheck -> sanitizer.txt"
-  SAN_RC=0
-  for t in "cuda_attention_gpu_test:*BatchEquals*:*EndToEnd*:*GroupsAboveEight*" \
-           "cuda_kv_cache_gpu_test:*" "cuda_ops_gpu_test:*Rope*:*RmsNorm*:*Embedding*" \
-           "cuda_sampling_gpu_test:*Deterministic*"; do
-    bin=${t%%:*}; filter=${t#*:}
-    left=$(( 440 - $(elapsed) ))
-    if [[ $left -lt 30 ]]; then echo "=== out of time: skipped $bin" >> "$OUT_DIR/sanitizer.txt"; continue; fi
-    echo "=== $bin --gtest_filter=$filter" >> "$OUT_DIR/sanitizer.txt"
-    timeout $(( left < 100 ? left : 100 )) compute-sanitizer --tool memcheck --error-exitcode 3 "$BUILD/$bin" \
-      --gtest_filter="$filter" >> "$OUT_DIR/sanitizer.txt" 2>&1 || SAN_RC=$?
-  done
-  tail -5 "$OUT_DIR/sanitizer.txt"
-fi
-
-# ---- 6. summary -----------------------------------------------------------------------
-python3 - "$BUILD/gtest-xml" "$OUT_DIR" "$CONFIGURE_OK" "$BUILD_OK" "$CTEST_RC" "$BENCH_RC" \
-  "$SAN_RC" "$(elapsed)" <<'PY' | tee "$OUT_DIR/summary.json"
+summarize() {
+  python3 - "$OUT_DIR" "$(elapsed)" "$HAVE_GPU" "$NO_GPU_REASON" <<'PY' > "$OUT_DIR/summary.json.tmp" && mv "$OUT_DIR/summary.json.tmp" "$OUT_DIR/summary.json"
 import glob, json, os, sys
 import xml.etree.ElementTree as ET
-xml_dir, out_dir, conf, build, ctest_rc, bench_rc, san_rc, secs = sys.argv[1:9]
-s = {"configure_ok": conf == "1", "build_ok": build == "1", "ctest_rc": int(ctest_rc),
-     "bench_rc": int(bench_rc), "sanitizer_rc": int(san_rc), "elapsed_s": int(secs),
-     "tests": {"passed": 0, "failed": 0, "skipped": 0}, "failed_cases": [], "programs": {}}
-for path in sorted(glob.glob(os.path.join(xml_dir, "*.xml"))):
+out, secs, have_gpu, reason = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
+s = {"elapsed_s": secs, "gpu": have_gpu, "no_gpu_reason": None if have_gpu else reason,
+     "phases": {}, "tests": {"passed": 0, "failed": 0, "skipped": 0}, "failed_cases": [],
+     "programs": {}}
+for line in open(os.path.join(out, "phases.jsonl")):
+    if line.strip():
+        p = json.loads(line)
+        s["phases"][p["phase"]] = p
+for path in sorted(glob.glob(os.path.join(out, "gtest", "*.xml"))):
     prog = {"passed": 0, "failed": 0, "skipped": 0}
-    for case in ET.parse(path).getroot().iter("testcase"):
+    try:
+        cases = list(ET.parse(path).getroot().iter("testcase"))
+    except ET.ParseError:
+        continue
+    for case in cases:
         name = case.get("classname", "") + "." + case.get("name", "")
         if case.find("failure") is not None:
             prog["failed"] += 1
@@ -150,23 +110,189 @@ for path in sorted(glob.glob(os.path.join(xml_dir, "*.xml"))):
     s["programs"][os.path.basename(path)[:-4]] = prog
     for k in prog:
         s["tests"][k] += prog[k]
-s["all_skipped"] = s["tests"]["passed"] == 0 and s["tests"]["skipped"] > 0
-try:  # programs ctest saw fail (a crash leaves no XML)
-    text = open(os.path.join(out_dir, "ctest.txt"), errors="replace").read()
-    tail = text.split("The following tests FAILED:", 1)
-    s["ctest_failed_programs"] = [l.strip() for l in tail[1].splitlines() if l.strip()
-                                  and not l.startswith("Errors")] if len(tail) == 2 else []
-except OSError:
-    s["ctest_failed_programs"] = []
-try:
-    with open(os.path.join(out_dir, "bench.json")) as f:
-        s["bench"] = json.load(f)
-except Exception as e:  # no bench output
-    s["bench"] = None
+def load(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except Exception:
+        return None
+s["libs"] = load("libs.json")
+bench = load("bench.json")
+s["bench_kernels"] = bench
+perf = {}
+if bench:
+    for a in bench.get("attention", []):
+        if a.get("backend") == "cuda" and a.get("name") == "llama8b-like":
+            perf["decode_attention_64x2k_partition_%d" % a["partition"]] = {
+                "us": a["us"], "gb_per_s": a["gb_per_s"],
+                "fraction_of_4_8_TBps": round(a["gb_per_s"] / 4800.0, 4)}
+engine = load("engine.json")
+if engine and "streams" in engine:
+    perf["engine"] = {"model": engine.get("model"), "backend": engine.get("backend"),
+                      "dummy_dtype": engine.get("dummy_dtype"), "runs": engine["streams"]["runs"]}
+prof = load("step_profile.json")
+if prof and prof.get("windows"):
+    w = prof["windows"]
+    perf["step_breakdown_per_window_ms"] = dict(
+        {k: round(v["ms"] / w, 3) for k, v in prof["ops"].items()},
+        gap_inside=round(prof["gap_ms"] / w, 3), host_between=round(prof["host_between_ms"] / w, 3),
+        windows=w)
+s["perf"] = perf
+s["ok"] = all(p["status"] != "failed" for p in s["phases"].values())
 print(json.dumps(s, indent=2))
 PY
+}
 
-if [[ $BUILD_OK == 1 && $CTEST_RC == 0 ]]; then
+# phase NAME TIMEOUT_S CMD...: runs CMD (with the bundle's libraries) into NAME.log.
+phase() {
+  local name=$1 limit=$2; shift 2
+  if [[ " ${PAGODA_SKIP:-} " == *" $name "* ]]; then skip "$name" "PAGODA_SKIP"; return; fi
+  local left=$(( BUDGET - $(elapsed) ))
+  if (( left < 20 )); then skip "$name" "out of time (budget ${BUDGET}s)"; return; fi
+  (( limit > left )) && limit=$left
+  say "$name (limit ${limit}s) -> $name.log"
+  local t=$(date +%s) rc status
+  timeout -k 10 "$limit" bash -c '"$@"' bash "$@" > "$OUT_DIR/$name.log" 2>&1
+  rc=$?
+  status=ok
+  [[ $rc != 0 ]] && status=failed
+  [[ $rc == 124 || $rc == 137 ]] && status=failed && echo "TIMED OUT after ${limit}s" >> "$OUT_DIR/$name.log"
+  printf '{"phase": "%s", "status": "%s", "rc": %d, "seconds": %d, "log": "%s.log"}\n' \
+    "$name" "$status" "$rc" $(( $(date +%s) - t )) "$name" >> "$OUT_DIR/phases.jsonl"
+  tail -4 "$OUT_DIR/$name.log" | sed 's/^/    /'
+  say "$name: $status (rc $rc)"
+  summarize
+}
+skip() {
+  say "$1: skipped: $2"
+  printf '{"phase": "%s", "status": "skipped", "rc": 0, "seconds": 0, "reason": "%s"}\n' \
+    "$1" "$2" >> "$OUT_DIR/phases.jsonl"
+  summarize
+}
+needs_gpu() {  # NAME: true when the phase may run
+  [[ $HAVE_GPU == 1 ]] && return 0
+  skip "$1" "no GPU: $NO_GPU_REASON"
+  return 1
+}
+
+# ---- phases ---------------------------------------------------------------------------
+unpack() {
+  rm -rf "$RUN" && mkdir -p "$RUN" || return 1
+  if command -v xz > /dev/null; then tar -C "$RUN" -xJf "$BUNDLE/payload.tar.xz"
+  else python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE/payload.tar.xz" "$RUN"
+  fi || return 1
+  du -sh "$RUN"/bin "$RUN"/lib
+}
+
+environment() {
+  date -u; uname -a; ldd --version | head -1
+  nvidia-smi || echo "nvidia-smi failed"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.memory --format=csv || true
+  nproc; free -g | head -2
+  echo "CUDA libraries from:${CUDA_LIBS//:/ }"
+  head -3 "$BUNDLE/MANIFEST.txt"
+  # Where each needed library resolves: the bundle, the C runtime, CUDA, or elsewhere.
+  local foreign=() missing=() b
+  for b in "$RUN"/bin/*; do
+    while read -r name _ path _; do
+      case $path in
+        "$RUN"/lib/*) ;;
+        not) missing+=("$(basename "$b"): $name") ;;
+        *) case $name in
+             linux-vdso*|ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libgcc_s.so*) ;;
+             libcuda.so*|libcudart.so*|libcublas*|libnvidia*) ;;
+             *) foreign+=("$(basename "$b"): $name => $path") ;;
+           esac ;;
+      esac
+    done < <(pg ldd "$b" | awk '/=>/ {print $1, $2, $3, $4}')
+  done
+  printf '%s\n' "missing: ${missing[*]:-none}" "outside the bundle: ${foreign[*]:-none}"
+  python3 -c 'import json, sys; f = lambda a: [x for x in a.split("|") if x]; print(json.dumps({"missing": f(sys.argv[1]), "outside_bundle": f(sys.argv[2])}))' \
+    "$(printf '|%s' "${missing[@]}")" "$(printf '|%s' "${foreign[@]}")" > "$OUT_DIR/libs.json"
+  [[ ${#missing[@]} == 0 && ${#foreign[@]} == 0 ]]
+}
+
+TINY=$BUNDLE/model/tiny
+gen() {  # gen BACKEND [args...]: greedy JSON output of the tiny model
+  local backend=$1; shift
+  pg "$RUN/bin/pagoda" generate "$TINY" --backend "$backend" --prompt "The quick brown fox" \
+    --max-tokens 24 --ignore-eos --kv-cache-memory $((32 << 20)) --json "$@"
+}
+cpu_smoke() {
+  gen cpu > "$OUT_DIR/cpu_a.json" && gen cpu > "$OUT_DIR/cpu_b.json" || return 1
+  cat "$OUT_DIR/cpu_a.json"
+  cmp "$OUT_DIR/cpu_a.json" "$OUT_DIR/cpu_b.json" || { echo "two CPU runs differ"; return 1; }
+  pg "$RUN/bin/pagoda" generate "$BUNDLE/configs/tiny" --load-format dummy --backend cpu \
+    --prompt "dummy" --max-tokens 8 --ignore-eos --kv-cache-memory $((16 << 20)) --json
+}
+
+gtests() {  # gtests BINARY...: each with XML output; fails if any fails
+  local rc=0 t
+  for t in "$@"; do
+    [[ -x $RUN/bin/$t ]] || { echo "=== $t: missing"; rc=1; continue; }
+    echo "=== $t"
+    pg "$RUN/bin/$t" --gtest_output="xml:$OUT_DIR/gtest/$t.xml" || rc=1
+  done
+  return $rc
+}
+cuda_generate() {
+  gen cpu > "$OUT_DIR/gen_cpu.json" && gen cuda > "$OUT_DIR/gen_cuda.json" || return 1
+  python3 - "$OUT_DIR/gen_cpu.json" "$OUT_DIR/gen_cuda.json" <<'PY'
+import json, sys
+c, g = (json.load(open(p))["samples"][0]["token_ids"] for p in sys.argv[1:3])
+k = 0
+while k < min(len(c), len(g)) and c[k] == g[k]:
+    k += 1
+print("cpu ", c); print("cuda", g)
+print("greedy tokens equal before the first divergence: %d/%d" % (k, len(c)))
+sys.exit(0 if len(g) == len(c) else 1)
+PY
+}
+
+perf_engine() {
+  if [[ $HAVE_GPU == 1 ]]; then
+    pg "$RUN/bin/bench_engine" --rows streams --backend cuda --load-format dummy \
+      --model "$BUNDLE/configs/llama-3-8b" --streams "$STREAMS" --kv-blocks 4608 \
+      --stream-prompt 128 --stream-tokens 128 > "$OUT_DIR/engine.json.tmp"
+  else
+    echo "no GPU ($NO_GPU_REASON): the harness on the CPU, tiny shape, 1 and 4 streams"
+    pg "$RUN/bin/bench_engine" --rows streams --backend cpu --load-format dummy \
+      --model "$BUNDLE/configs/tiny" --streams 1,4 --kv-blocks 256 --stream-prompt 32 \
+      --stream-tokens 16 > "$OUT_DIR/engine.json.tmp"
+  fi
+  local rc=$?
+  mv "$OUT_DIR/engine.json.tmp" "$OUT_DIR/engine.json"
+  cat "$OUT_DIR/engine.json"
+  return $rc
+}
+
+# The phases run in child shells (under timeout): they get these.
+export BUNDLE OUT_DIR RUN STREAMS CUDA_LIBS HAVE_GPU NO_GPU_REASON TINY
+export -f pg unpack environment gen cpu_smoke gtests cuda_generate perf_engine
+
+step_profile() {
+  PAGODA_CUDA_PROFILE=$OUT_DIR/step_profile.json pg "$RUN/bin/bench_engine" --rows streams \
+    --backend cuda --load-format dummy --model "$BUNDLE/configs/llama-3-8b" --streams 64 \
+    --kv-blocks 1024 --stream-prompt 128 --stream-tokens 32 || return 1
+  cat "$OUT_DIR/step_profile.json"
+}
+export -f step_profile
+
+say "bundle $BUNDLE -> $RUN; results in $OUT_DIR; GPU: $([[ $HAVE_GPU == 1 ]] && echo yes || echo "no ($NO_GPU_REASON)")"
+phase unpack 60 unpack
+phase env 30 environment
+phase cpu_smoke 60 cpu_smoke
+OP_TESTS=()
+for f in "$RUN"/bin/cuda_*_gpu_test "$RUN"/bin/device_gpu_test; do [[ -x $f ]] && OP_TESTS+=("$(basename "$f")"); done
+phase op_tests 150 gtests "${OP_TESTS[@]}"
+phase e2e 120 env PAGODA_GPU_MODEL="$TINY" bash -c 'gtests model_cuda_gpu_test engine_cuda_gpu_test'
+needs_gpu cuda_generate && phase cuda_generate 45 cuda_generate
+phase perf_kernels 90 pg "$RUN/bin/bench_kernels" --quick --json "$OUT_DIR/bench.json"
+phase perf_engine 240 perf_engine
+needs_gpu step_profile && phase step_profile 120 step_profile
+
+summarize
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print(json.dumps({k: v["status"] for k, v in s["phases"].items()})); print("tests", s["tests"], "failed", s["failed_cases"]); print("perf", json.dumps(s["perf"]))' "$OUT_DIR/summary.json"
+if python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$OUT_DIR/summary.json"; then
   say "OK"; exit 0
 fi
-say "FAILED (configure=$CONFIGURE_OK build=$BUILD_OK ctest_rc=$CTEST_RC)"; exit 1
+say "FAILED (see summary.json)"; exit 1

@@ -1,22 +1,36 @@
-// The Pagoda chat page: wires the form controls, the transcript and the KV
-// map to one PagodaSocket (wsclient.js). No build step, no dependencies.
+// The Pagoda chat page: one PagodaSocket (wsclient.js), the conversations
+// (store.js, sidebar.js), the transcript views (turnview.js), scroll
+// following (follow.js), the sampling panel (settings.js) and the KV map.
+// No build step, no dependencies. Main thread only.
+//
+// Generation: a run streams into an assistant node of a conversation; the
+// node is the data, its view (if the conversation is on screen) redraws on
+// the next animation frame. Runs keep going when another conversation is
+// opened; they are saved when they end (and every SAVE_EVERY_MS meanwhile).
 import { PagodaSocket } from "./wsclient.js";
 import { KvMap } from "./kvmap.js";
+import { Follower } from "./follow.js";
+import { Sidebar } from "./sidebar.js";
+import { AssistantView, UserView } from "./turnview.js";
+import { currentMode, initSettings, readSettings, systemPrompt } from "./settings.js";
+import * as store from "./store.js";
+import { chatHistory, statsText, templatedPrompt } from "./prompts.js";
 
 const $ = (id) => document.getElementById(id);
 const KEY_STORAGE = "pagoda.apiKey";
-const SETTINGS_STORAGE = "pagoda.sampling";
+const SAVE_EVERY_MS = 2000;
 
 const sock = new PagodaSocket();
 const kvMap = new KvMap($("kv-canvas"), $("kv-legend"), $("kv-summary"), $("kv-tip"));
-const turns = [];          // {user, mode, samples: [{text}], chosen, done, el}
-const active = new Set();  // ids of requests still streaming
+const follower = new Follower($("transcript"), $("jump"));
+const runs = new Map();   // assistant node id -> run {conv, node, id, ...}
+const views = new Map();  // node id -> view of the conversation on screen
+let conv = null;          // the conversation on screen
 
 // ------------------------------------------------------------- connection
 
-function connect() {
-  sock.connect(localStorage.getItem(KEY_STORAGE) || "");
-}
+const apiKey = () => localStorage.getItem(KEY_STORAGE) || "";
+const connect = () => sock.connect(apiKey());
 
 sock.addEventListener("state", (e) => {
   const { state, detail } = e.detail;
@@ -24,296 +38,310 @@ sock.addEventListener("state", (e) => {
   $("conn-text").textContent = state === "open" ? "Connected"
     : state === "connecting" ? "Connecting…" : `Disconnected${detail ? ` (${detail})` : ""}`;
   $("reconnect").textContent = state === "closed" ? "Reconnect" : "Disconnect";
-  if (state === "closed") {
-    $("model").textContent = "";
-    kvMap.clear();
-  }
+  if (state === "closed") { $("model").textContent = ""; kvMap.clear(); }
   updateButtons();
 });
 
 sock.addEventListener("hello", (e) => {
   const h = e.detail;
+  document.body.dataset.ready = "true";
   $("model").textContent = `${h.model} · context ${h.max_model_len}`;
   $("max_tokens").max = h.max_model_len;
   updateButtons();
 });
 
 sock.addEventListener("kv", (e) => kvMap.update(e.detail));
-sock.addEventListener("error-frame", (e) => addNotice(e.detail));
-
-$("reconnect").addEventListener("click", () => {
-  if (sock.state === "closed") connect(); else sock.close();
-});
-
+sock.addEventListener("error-frame", (e) => notice(`${e.detail.code}: ${e.detail.message}`));
+$("reconnect").addEventListener("click", () => { if (sock.state === "closed") connect(); else sock.close(); });
 $("key-form").addEventListener("submit", (e) => {
   e.preventDefault();
   const key = $("api-key").value.trim();
   if (key) localStorage.setItem(KEY_STORAGE, key); else localStorage.removeItem(KEY_STORAGE);
   connect();
 });
-
 $("kv-live").addEventListener("change", (e) => sock.setKvSubscription(e.target.checked));
 
-// --------------------------------------------------------------- settings
-
-const NUMBER_FIELDS = ["temperature", "top_p", "top_k", "min_p", "repetition_penalty",
-  "max_tokens", "seed", "n", "beam_width"];
-
-function readSettings() {
-  const params = {};
-  for (const name of NUMBER_FIELDS) {
-    const input = $(name);
-    if (input.value === "") continue;  // blank: the server's default
-    const v = Number(input.value);
-    if (!Number.isFinite(v)) continue;
-    params[name] = v;
-  }
-  const stop = $("stop-strings").value.split("|").filter((s) => s.length > 0);
-  if (stop.length) params.stop = stop;
-  if (params.beam_width > 0) {  // beam search ignores the sampling knobs
-    for (const k of ["temperature", "top_p", "top_k", "min_p", "seed"]) delete params[k];
-    params.n = Math.min(params.n ?? 1, params.beam_width);
-  } else {
-    delete params.beam_width;
-  }
-  return params;
+function notice(text) {
+  const el = document.createElement("div");
+  el.className = "notice error";
+  el.textContent = text;
+  el.setAttribute("role", "alert");
+  $("transcript").append(el);
+  follower.contentChanged();
 }
 
-function saveSettings() {
-  const saved = {};
-  for (const name of [...NUMBER_FIELDS, "stop-strings", "system"]) saved[name] = $(name).value;
-  saved.mode = document.querySelector("input[name=mode]:checked").value;
-  localStorage.setItem(SETTINGS_STORAGE, JSON.stringify(saved));
+function save(c = conv) {
+  if (c.deleted) return;  // a run of a deleted conversation ending
+  try { store.saveConversation(c); } catch (err) { notice(err.message); }
 }
 
-function loadSettings() {
-  let saved = {};
-  try { saved = JSON.parse(localStorage.getItem(SETTINGS_STORAGE) || "{}"); } catch { /* default */ }
-  for (const [name, value] of Object.entries(saved)) {
-    if (name === "mode") {
-      const radio = document.querySelector(`input[name=mode][value="${value}"]`);
-      if (radio) radio.checked = true;
-    } else if ($(name)) {
-      $(name).value = value;
+// ---------------------------------------------------------- conversations
+
+const sidebar = new Sidebar($("conversations"), {
+  onNew: () => openConversation(null),
+  onOpen: (id) => openConversation(id),
+  onRename: (id, title) => {
+    const c = id === conv?.id ? conv : store.loadConversation(id);
+    if (c) { try { store.renameConversation(c, title); } catch (err) { notice(err.message); } }
+    if (conv) $("conv-title").textContent = conv.title;
+    refreshSidebar();
+  },
+  onDelete: (id) => {
+    for (const run of runs.values()) if (run.conv.id === id) { run.conv.deleted = true; sock.cancel(run.id); }
+    if (id === conv?.id) conv.deleted = true;
+    store.deleteConversation(id);
+    if (id === conv?.id) openConversation(store.listConversations()[0]?.id ?? null);
+    else refreshSidebar();
+  },
+  onExport: exportConversations,
+  onImport: (text) => {
+    try {
+      const n = store.importAll(text);
+      sidebar.say(`Imported ${n} conversation${n === 1 ? "" : "s"}.`);
+    } catch (err) {
+      sidebar.say(`Import failed: ${err.message}`);
     }
-  }
-  $("api-key").value = localStorage.getItem(KEY_STORAGE) || "";
+    refreshSidebar();
+  },
+});
+
+function refreshSidebar() { sidebar.render(store.listConversations(), conv?.id ?? null); }
+
+// id null: a fresh conversation (reusing the open one when it is empty).
+function openConversation(id) {
+  let next = id ? (id === conv?.id ? conv : store.loadConversation(id)) : null;
+  if (!next && conv && !conv.deleted && conv.roots.length === 0 && !id) next = conv;
+  if (!next) { next = store.createConversation(); save(next); }
+  // A run of this conversation still streaming keeps writing into its own
+  // copy of the nodes: show that copy.
+  for (const run of runs.values()) if (run.conv.id === next.id) next = run.conv;
+  markInterrupted(next);
+  conv = next;
+  store.setCurrentId(conv.id);
+  document.body.classList.remove("convs-open");
+  renderTranscript();
+  refreshSidebar();
+  follower.follow(true);
 }
 
-$("sampling").addEventListener("change", saveSettings);
-$("sampling").addEventListener("submit", (e) => e.preventDefault());
-document.querySelectorAll("input[name=mode]").forEach((r) => r.addEventListener("change", saveSettings));
-$("reset-settings").addEventListener("click", () => {
-  localStorage.removeItem(SETTINGS_STORAGE);
-  location.reload();
-});
+// Nodes saved mid-stream by an earlier page are no longer streaming.
+function markInterrupted(c) {
+  for (const node of Object.values(c.nodes)) {
+    if (node.status === "streaming" && !runs.has(node.id)) node.status = "interrupted";
+  }
+}
+
+function exportConversations() {
+  const blob = new Blob([store.exportAll()], { type: "application/json" });
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(blob);
+  a.download = `pagoda-conversations-${new Date().toISOString().slice(0, 10)}.json`;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+  sidebar.say("Exported.");
+}
 
 // ------------------------------------------------------------- transcript
 
-function element(tag, className, text) {
-  const el = document.createElement(tag);
-  if (className) el.className = className;
-  if (text !== undefined) el.textContent = text;
-  return el;
-}
+const actions = {
+  onBranch: (node, delta) => { if (store.selectSibling(conv, node, delta)) { save(); renderTranscript(); } },
+  onEdit: (node, text) => {
+    if (busy()) return;
+    const user = store.addNode(conv, node.parent, { role: "user", mode: node.mode, text });
+    startAnswer(conv, user);
+  },
+  onRegenerate: (node) => { if (!busy()) startAnswer(conv, conv.nodes[node.parent]); },
+  onContinue: (node) => { if (!busy()) continueAnswer(conv, node); },
+  onChoose: (node, index) => {
+    node.chosen = index;
+    save();
+    const view = views.get(node.id);
+    if (node.beams) view?.renderBeams(node.beams, true);
+    view?.refreshState();
+  },
+};
 
-function scrollToEnd() {
-  const t = $("transcript");
-  if (t.scrollHeight - t.scrollTop - t.clientHeight < 160) t.scrollTop = t.scrollHeight;
-}
+const busy = () => runs.size > 0;
 
-function addNotice(frame) {
-  const el = element("div", "notice error", `${frame.code}: ${frame.message}`);
-  el.setAttribute("role", "alert");
-  $("transcript").append(el);
-  scrollToEnd();
-}
-
-function history() {
-  const messages = [];
-  const system = $("system").value.trim();
-  if (system) messages.push({ role: "system", content: system });
-  for (const t of turns) {
-    if (t.mode !== "chat" || !t.done || t.error) continue;
-    messages.push({ role: "user", content: t.user });
-    messages.push({ role: "assistant", content: t.samples[t.chosen]?.text ?? "" });
+function renderTranscript() {
+  views.clear();
+  const els = [];
+  for (const node of store.path(conv)) {
+    const View = node.role === "user" ? UserView : AssistantView;
+    const view = new View(conv, node, actions, busy());
+    views.set(node.id, view);
+    els.push(view.el);
   }
-  return messages;
-}
-
-function renderSamples(turn, count) {
-  turn.grid.replaceChildren();
-  turn.grid.style.setProperty("--cols", String(Math.min(count, 4)));
-  turn.samples = [];
-  for (let i = 0; i < count; i++) {
-    const box = element("article", "sample");
-    const head = element("header", "sample-head");
-    const label = element("span", "sample-label", count > 1 ? `Sample ${i + 1}` : "");
-    const finish = element("span", "finish");
-    head.append(label, finish);
-    const text = element("div", "text");
-    box.append(head, text);
-    if (count > 1 && turn.mode === "chat") {
-      const pick = element("button", "pick", "Continue with this");
-      pick.type = "button";
-      pick.addEventListener("click", () => choose(turn, i));
-      head.append(pick);
-    }
-    turn.grid.append(box);
-    turn.samples.push({ text: "", tokens: 0, box, textEl: text, finishEl: finish, dirty: false });
+  if (!els.length) {
+    const hint = document.createElement("p");
+    hint.className = "empty-hint";
+    hint.textContent = "Start the conversation below. Answers render as Markdown; conversations stay in this browser.";
+    els.push(hint);
   }
-  if (count > 1) choose(turn, 0);
+  $("transcript").replaceChildren(...els);
+  $("conv-title").textContent = conv.title;
 }
 
-function choose(turn, index) {
-  turn.chosen = index;
-  turn.samples.forEach((s, i) => s.box.classList.toggle("chosen", i === index));
-}
-
-function renderBeams(turn, beams, final) {
-  const list = element("ol", "beams");
-  beams.forEach((b, i) => {
-    const li = element("li", `beam${b.finished ? " finished" : ""}`);
-    const meta = element("span", "beam-meta",
-      `score ${b.score.toFixed(3)} · logprob ${b.cumulative_logprob.toFixed(2)} · ` +
-      `${b.token_ids.length} tokens${b.finished ? ` · ${b.finish_reason}` : " · live"}`);
-    li.append(element("div", "text", b.text), meta);
-    if (final && turn.mode === "chat") {
-      const pick = element("button", "pick", i === turn.chosen ? "Chosen" : "Continue with this");
-      pick.type = "button";
-      pick.addEventListener("click", () => { turn.chosen = i; renderBeams(turn, beams, true); });
-      li.append(pick);
-    }
-    list.append(li);
-  });
-  turn.grid.replaceChildren(element("h3", "beams-title", final ? "Final beams (best first)" : "Beams (ranked, live)"), list);
-  turn.samples = beams.map((b) => ({ text: b.text }));
-}
-
-function flush(turn) {
-  for (const s of turn.samples) {
-    if (s.dirty) { s.textEl.textContent = s.text; s.dirty = false; }
+// Redraws the action bars (enabled or not) after a run starts or ends.
+function refreshActions() {
+  for (const view of views.values()) {
+    view.busy = busy();
+    if (view instanceof AssistantView) view.refreshState();
+    else if (!view.el.querySelector("form")) view.el.querySelectorAll(".edit").forEach((b) => { b.disabled = busy(); });
   }
-  turn.rafPending = false;
-  scrollToEnd();
+  updateButtons();
 }
 
-function statsText(turn, extra = "") {
-  const now = performance.now();
-  const parts = [];
-  if (turn.promptTokens !== undefined) parts.push(`prompt ${turn.promptTokens} tok`);
-  if (turn.firstAt) parts.push(`TTFT ${(turn.firstAt - turn.sentAt).toFixed(0)} ms`);
-  const tokens = turn.samples.reduce((n, s) => n + (s.tokens || 0), 0) || turn.completionTokens || 0;
-  if (turn.firstAt && tokens > 1) {
-    const secs = ((turn.endAt || now) - turn.firstAt) / 1000;
-    if (secs > 0) parts.push(`${((tokens - turn.samplesCount) / secs).toFixed(1)} tok/s`);
-  }
-  parts.push(`${tokens} tokens`);
-  return parts.join(" · ") + extra;
-}
-
-// ------------------------------------------------------------------- send
+// ------------------------------------------------------------ generation
 
 function send(text) {
-  const mode = document.querySelector("input[name=mode]:checked").value;
+  const mode = currentMode();
+  const last = store.path(conv).at(-1);
+  if (conv.roots.length === 0 && conv.title === "New chat") conv.title = text.trim().split("\n")[0].slice(0, 48) || "New chat";
+  const user = store.addNode(conv, last ? last.id : null, { role: "user", mode, text });
+  startAnswer(conv, user);
+}
+
+// A new assistant node under `user`, streamed from a generate request.
+function startAnswer(c, user) {
   const params = readSettings();
-  if (mode === "chat") params.messages = [...history(), { role: "user", content: text }];
-  else params.prompt = text;
+  const beam = params.beam_width > 0;
+  if (user.mode === "chat") params.messages = chatHistory(c, user, systemPrompt()); else params.prompt = user.text;
+  const count = beam ? 0 : params.n ?? 1;
+  const node = store.addNode(c, user.id, {
+    role: "assistant", mode: user.mode, chosen: 0, beams: null, stats: "waiting…", error: null,
+    status: "streaming", samples: Array.from({ length: count }, () => ({ text: "", finish: null, tokens: 0 })),
+  });
+  save(c);
+  if (c === conv) { renderTranscript(); refreshSidebar(); }
+  follower.follow(true);
+  launch({ conv: c, node, params, beam, offset: null });
+}
 
-  const el = element("section", "turn");
-  el.append(element("div", `bubble user${mode === "chat" ? "" : " raw"}`, text));
-  const reply = element("div", "bubble assistant");
-  reply.setAttribute("aria-busy", "true");
-  const grid = element("div", "samples");
-  const stats = element("p", "stats", "waiting…");
-  reply.append(grid, stats);
-  el.append(reply);
-  $("transcript").append(el);
+// Continues the chosen sample of a truncated answer: the prompt is the
+// conversation so far plus the partial answer, as raw text.
+async function continueAnswer(c, node) {
+  const user = c.nodes[node.parent];
+  const sample = node.samples[node.chosen];
+  const params = readSettings();
+  delete params.beam_width;
+  params.n = 1;
+  const finish = sample.finish;
+  node.status = "streaming";
+  sample.finish = null;
+  views.get(node.id)?.refreshState();
+  let prefix = user.text;
+  if (user.mode === "chat") {
+    try {
+      prefix = await templatedPrompt(chatHistory(c, user, systemPrompt()), apiKey());
+    } catch (err) {
+      node.status = "done";
+      sample.finish = finish;
+      views.get(node.id)?.refreshState();
+      notice(`continue: ${err.message}`);
+      return;
+    }
+  }
+  params.prompt = prefix + sample.text;
+  follower.follow(true);
+  launch({ conv: c, node, params, beam: false, offset: node.chosen });
+}
 
-  const turn = { user: text, mode, chosen: 0, done: false, el, reply, grid, stats,
-    samples: [], sentAt: performance.now(), samplesCount: params.n ?? 1, beam: params.beam_width > 0 };
-  turns.push(turn);
-  renderSamples(turn, turn.beam ? 0 : turn.samplesCount);
-  const id = sock.generate(params, {
+// Sends the request of run = {conv, node, params, beam, offset} and streams
+// it into run.node. offset: the sample that index 0 continues, or null.
+function launch(run) {
+  const { node } = run;
+  Object.assign(run, { sentAt: performance.now(), firstAt: null, tokens: 0, lastSave: performance.now() });
+  const draw = () => {
+    run.raf = 0;
+    const view = views.get(node.id);
+    if (view) { view.flush(); view.setStats(statsText(run)); }
+    follower.contentChanged();
+    if (performance.now() - run.lastSave > SAVE_EVERY_MS) { run.lastSave = performance.now(); save(run.conv); }
+  };
+  const id = sock.generate(run.params, {
     onAccepted: (f) => {
-      turn.promptTokens = f.prompt_tokens;
-      if (!turn.beam && f.n !== turn.samples.length) renderSamples(turn, f.n);
-      turn.samplesCount = f.n || 1;
-      stats.textContent = statsText(turn);
+      run.promptTokens = f.prompt_tokens;
+      if (!run.beam && run.offset === null && f.n !== node.samples.length) {
+        node.samples = Array.from({ length: f.n }, () => ({ text: "", finish: null, tokens: 0 }));
+        views.get(node.id)?.renderSamples();
+      }
+      views.get(node.id)?.setStats(statsText(run));
     },
     onToken: (f) => {
-      turn.firstAt ??= performance.now();
-      const s = turn.samples[f.index];
+      run.firstAt ??= performance.now();
+      const index = run.offset ?? f.index;
+      const s = node.samples[index];
       if (!s) return;
       s.text += f.text;
-      if (f.token_id !== undefined) s.tokens += 1;
-      s.dirty = true;
-      if (!turn.rafPending) {
-        turn.rafPending = true;
-        requestAnimationFrame(() => {
-          flush(turn);
-          if (!turn.done) stats.textContent = statsText(turn);
-        });
-      }
+      if (f.token_id !== undefined) { s.tokens += 1; run.tokens += 1; }
+      views.get(node.id)?.markDirty(index);
+      run.raf ||= requestAnimationFrame(draw);
     },
     onBeams: (f) => {
-      turn.firstAt ??= performance.now();
-      renderBeams(turn, f.beams, false);
-      scrollToEnd();
+      run.firstAt ??= performance.now();
+      node.beams = f.beams.map(beamOf);
+      views.get(node.id)?.renderBeams(node.beams, false);
+      follower.contentChanged();
     },
-    onDone: (f) => finish(turn, id, f),
-    onError: (f) => fail(turn, id, f),
+    onDone: (f) => end(run, f, null),
+    onError: (f) => end(run, null, `${f.code}: ${f.message}`),
   });
-  if (id === null) {
-    fail(turn, null, { code: "disconnected", message: "not connected" });
-    return;
-  }
-  turn.id = id;
-  active.add(id);
-  updateButtons();
-  scrollToEnd();
+  if (id === null) { end(run, null, "disconnected: not connected"); return; }
+  run.id = id;
+  runs.set(node.id, run);
+  document.body.dataset.streaming = "true";
+  refreshActions();
 }
 
-function finish(turn, id, f) {
-  active.delete(id);
-  turn.done = true;
-  turn.endAt = performance.now();
-  turn.completionTokens = f.usage?.completion_tokens;
-  if (turn.beam && f.beams) {
-    turn.chosen = 0;
-    renderBeams(turn, f.beams, true);
+const beamOf = (b) => ({ text: b.text, score: b.score, cumulative_logprob: b.cumulative_logprob,
+  tokens: b.token_ids.length, finished: b.finished, finish_reason: b.finish_reason });
+
+function end(run, done, error) {
+  const { node } = run;
+  if (run.raf) cancelAnimationFrame(run.raf);
+  runs.delete(node.id);
+  run.endAt = performance.now();
+  const view = views.get(node.id);
+  view?.flush();
+  if (done) {
+    run.completionTokens = done.usage?.completion_tokens;
+    if (run.beam && done.beams) {
+      node.beams = done.beams.map(beamOf);
+      node.chosen = 0;
+      view?.renderBeams(node.beams, true);
+    } else {
+      done.finish_reasons?.forEach((r, i) => {
+        const s = node.samples[run.offset ?? i];
+        if (s) s.finish = r;
+      });
+    }
+    const reasons = [...new Set(done.finish_reasons || [])].join(", ");
+    node.stats = statsText(run) + (reasons ? ` · finish: ${reasons}` : "");
+    node.status = "done";
   } else {
-    flush(turn);
-    f.finish_reasons?.forEach((r, i) => {
-      const s = turn.samples[i];
-      if (s) { s.finishEl.textContent = r; s.box.dataset.finish = r; }
-    });
+    node.error = error;
+    node.status = run.offset === null ? "error" : "done";  // a failed continuation keeps the answer
+    node.stats = statsText(run);
+    view?.showError(error);
   }
-  const reasons = [...new Set(f.finish_reasons || [])].join(", ");
-  turn.stats.textContent = statsText(turn, reasons ? ` · finish: ${reasons}` : "");
-  turn.reply.setAttribute("aria-busy", "false");
-  updateButtons();
+  view?.setStats(node.stats);
+  save(run.conv);
+  if (!runs.size) delete document.body.dataset.streaming;
+  refreshActions();
+  follower.contentChanged();
 }
 
-function fail(turn, id, f) {
-  if (id !== null) active.delete(id);
-  turn.done = true;
-  turn.error = true;
-  if (!turn.beam) flush(turn);
-  const err = element("p", "notice error", `${f.code}: ${f.message}`);
-  err.setAttribute("role", "alert");
-  turn.reply.append(err);
-  turn.stats.textContent = statsText(turn);
-  turn.reply.setAttribute("aria-busy", "false");
-  updateButtons();
-  scrollToEnd();
-}
+// --------------------------------------------------------------- controls
 
 function updateButtons() {
-  const ready = sock.state === "open" && sock.hello !== null;
-  $("send").disabled = !ready;
-  $("stop").disabled = active.size === 0;
+  $("send").disabled = !(sock.state === "open" && sock.hello !== null);
+  $("stop").disabled = runs.size === 0;
 }
+
+function stopAll() { for (const run of runs.values()) sock.cancel(run.id); }
 
 $("composer").addEventListener("submit", (e) => {
   e.preventDefault();
@@ -330,15 +358,31 @@ $("prompt").addEventListener("keydown", (e) => {
   }
 });
 
-$("stop").addEventListener("click", () => { for (const id of active) sock.cancel(id); });
-
-$("clear").addEventListener("click", () => {
-  for (const id of active) sock.cancel(id);
-  turns.length = 0;
-  $("transcript").replaceChildren();
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && document.body.classList.contains("convs-open")) { closeDrawer(); return; }
+  if (e.key === "Escape" && runs.size && !e.target.closest?.("form.edit-form, .conv-rename-form")) stopAll();
 });
 
-loadSettings();
+$("stop").addEventListener("click", stopAll);
+// The sidebar: a drawer on narrow screens (convs-open), collapsible on wide ones (convs-hidden).
+$("toggle-convs").addEventListener("click", () => {
+  const narrow = window.matchMedia("(max-width: 900px)").matches;
+  const cls = narrow ? "convs-open" : "convs-hidden";
+  const on = document.body.classList.toggle(cls);
+  $("toggle-convs").setAttribute("aria-expanded", String(narrow ? on : !on));
+  if (narrow && on) $("conv-new").focus();
+});
+function closeDrawer() {
+  if (!document.body.classList.contains("convs-open")) return;
+  document.body.classList.remove("convs-open");
+  $("toggle-convs").setAttribute("aria-expanded", "false");
+  $("toggle-convs").focus();
+}
+$("convs-close").addEventListener("click", closeDrawer);
+
+initSettings();
+$("api-key").value = apiKey();
 sock.kvWanted = $("kv-live").checked;
 kvMap.clear();
+openConversation(store.currentId() ?? store.listConversations()[0]?.id ?? null);
 connect();

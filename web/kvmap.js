@@ -41,6 +41,7 @@ export class KvMap {
     this.draw();
     this.legend.replaceChildren();
     this.summary.textContent = "No KV snapshot yet.";
+    for (const k of ["used", "cached", "mine", "seq"]) delete this.canvas.dataset[k];
   }
 
   draw() {
@@ -172,5 +173,11 @@ export class KvMap {
       `${f.cached} cached, ${f.free} free, ${shared} shared · ${f.running} running, ` +
       `${f.waiting} waiting${hit}`;
     this.canvas.setAttribute("aria-label", `KV block map. ${this.summary.textContent}`);
+    // Machine-readable counts (tests, tooling): blocks used, and held by this page's requests.
+    const mine = new Set(Object.keys(f.mine || {}).map(Number));
+    this.canvas.dataset.used = String(f.used);
+    this.canvas.dataset.cached = String(f.cached);
+    this.canvas.dataset.mine = String((f.owners || []).filter((o) => o.some((r) => mine.has(r))).length);
+    this.canvas.dataset.seq = String(f.seq);
   }
 }

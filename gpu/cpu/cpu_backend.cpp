@@ -1,8 +1,12 @@
 #include "gpu/cpu/cpu_backend.hpp"
 
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
+
+#include "gpu/cpu/cpu_isa.hpp"
 
 namespace pagoda::gpu::cpu {
 
@@ -26,6 +30,11 @@ CpuBackend::CpuBackend(const BackendOptions& options) : limit_(options.memory_li
   } else {
     pool_ = &ThreadPool::global();
   }
+  static std::once_flag logged;
+  std::call_once(logged, [this] {
+    std::fprintf(stderr, "pagoda: cpu backend: %s; %zu threads (%zu physical cores)\n",
+                 cpu_isa_summary().c_str(), pool_->size(), ThreadPool::physical_cores());
+  });
 }
 
 CpuBackend::~CpuBackend() = default;

@@ -142,7 +142,8 @@ void ItemRun::attend_block(const AttentionScratch::Item& it, TileState& st, int3
   const KvCacheLayout& L = p.layout;
   const int32_t BS = L.block_size;
   assert(b < p.meta.max_blocks_per_seq);
-  const int64_t phys = p.meta.block_tables[int64_t{it.seq} * p.meta.max_blocks_per_seq + b];
+  const int64_t trow = p.meta.block_table_rows ? p.meta.block_table_rows[it.seq] : it.seq;
+  const int64_t phys = p.meta.block_tables[trow * p.meta.max_blocks_per_seq + b];
   assert(phys >= 0 && phys < L.num_blocks);
   const float* kb = static_cast<const float*>(p.k_cache) + L.offset(phys, it.kv_head, 0);
   const float* vb = static_cast<const float*>(p.v_cache) + L.offset(phys, it.kv_head, 0);

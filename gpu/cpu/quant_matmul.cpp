@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "gpu/cpu/gemm_f32.hpp"
@@ -44,43 +45,45 @@ void quantize_block(const float* x, ActBlock& out) {
   out.s = d * static_cast<float>(sum);
 }
 
-// Dot product of one weight row (nb blocks) with one activation row, exactly
-// the math described in quant_matmul.hpp, summed block by block.
-float dot_q8_0(const BlockQ8_0* w, const ActBlock* a, int64_t nb) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t isum = 0;
-    for (int j = 0; j < kQuantBlock; ++j) isum += w[b].qs[j] * a[b].qs[j];
-    acc += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(isum);
+// Weight quant j of a block as a signed integer (Q4_1: the unsigned nibble).
+template <WeightFormat F>
+int weight_quant(const uint8_t* block, int j) {
+  if constexpr (F == WeightFormat::Q8_0) {
+    return reinterpret_cast<const BlockQ8_0*>(block)->qs[j];
+  } else {
+    const uint8_t* qs = F == WeightFormat::Q4_0 ? reinterpret_cast<const BlockQ4_0*>(block)->qs
+                                                : reinterpret_cast<const BlockQ4_1*>(block)->qs;
+    const int nib = j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4);
+    return F == WeightFormat::Q4_0 ? nib - 8 : nib;
   }
-  return acc;
 }
 
-float dot_q4_0(const BlockQ4_0* w, const ActBlock* a, int64_t nb) {
-  float acc = 0.0f;
+// Dot product of one weight row (nb blocks) with one activation row, in the
+// fixed 8-lane order that every SIMD variant uses (quant_tile_simd.hpp):
+// lane l sums the exact integer products of elements 4l..4l+3 and
+// accumulates fma(d_w·d_a, P_l, acc_l) block by block; the lanes are then
+// added as ((0+4)+(2+6)) + ((1+5)+(3+7)); Q4_1 adds Σ fma(m_w, s_a).
+template <WeightFormat F>
+float dot_row(const uint8_t* w, const ActBlock* a, int64_t nb) {
+  constexpr int64_t kBytes = block_bytes(F);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  float macc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
-    int32_t isum = 0;
-    for (int j = 0; j < kQuantBlock / 2; ++j) {
-      isum += ((w[b].qs[j] & 0xF) - 8) * a[b].qs[j];
-      isum += ((w[b].qs[j] >> 4) - 8) * a[b].qs[j + 16];
+    const uint8_t* blk = w + b * kBytes;
+    uint16_t dh, mh = 0;
+    std::memcpy(&dh, blk, 2);
+    if constexpr (F == WeightFormat::Q4_1) std::memcpy(&mh, blk + 2, 2);
+    const float d = fp16_to_fp32(dh) * a[b].d;
+    for (int l = 0; l < 8; ++l) {
+      int32_t p = 0;
+      for (int j = 4 * l; j < 4 * l + 4; ++j) p += weight_quant<F>(blk, j) * a[b].qs[j];
+      acc[l] = std::fma(d, static_cast<float>(p), acc[l]);
     }
-    acc += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(isum);
+    if constexpr (F == WeightFormat::Q4_1) macc = std::fma(fp16_to_fp32(mh), a[b].s, macc);
   }
-  return acc;
-}
-
-float dot_q4_1(const BlockQ4_1* w, const ActBlock* a, int64_t nb) {
-  float acc = 0.0f, macc = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    int32_t isum = 0;
-    for (int j = 0; j < kQuantBlock / 2; ++j) {
-      isum += (w[b].qs[j] & 0xF) * a[b].qs[j];
-      isum += (w[b].qs[j] >> 4) * a[b].qs[j + 16];
-    }
-    acc += (fp16_to_fp32(w[b].d) * a[b].d) * static_cast<float>(isum);
-    macc += fp16_to_fp32(w[b].m) * a[b].s;
-  }
-  return acc + macc;
+  const float lo = (acc[0] + acc[4]) + (acc[2] + acc[6]);
+  const float hi = (acc[1] + acc[5]) + (acc[3] + acc[7]);
+  return (lo + hi) + macc;
 }
 
 }  // namespace
@@ -103,20 +106,14 @@ void quant_tile_scalar(const LinearWeight& w, const ActBlock* act, float* y, int
       const uint8_t* row = base + n * row_bytes;
       float v = 0.0f;
       switch (w.format) {
-        case WeightFormat::Q8_0: v = dot_q8_0(reinterpret_cast<const BlockQ8_0*>(row), a, nb); break;
-        case WeightFormat::Q4_0: v = dot_q4_0(reinterpret_cast<const BlockQ4_0*>(row), a, nb); break;
-        case WeightFormat::Q4_1: v = dot_q4_1(reinterpret_cast<const BlockQ4_1*>(row), a, nb); break;
+        case WeightFormat::Q8_0: v = dot_row<WeightFormat::Q8_0>(row, a, nb); break;
+        case WeightFormat::Q4_0: v = dot_row<WeightFormat::Q4_0>(row, a, nb); break;
+        case WeightFormat::Q4_1: v = dot_row<WeightFormat::Q4_1>(row, a, nb); break;
         default: break;
       }
       y[m * w.n + n] = v;
     }
   }
-}
-
-bool cpu_supports_avx2_kernel() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
-  return has;
 }
 
 }  // namespace detail
@@ -138,15 +135,19 @@ struct QuantArgs {
   decltype(&detail::quant_tile_scalar) tile;
 };
 
+using TileFn = decltype(&detail::quant_tile_scalar);
+
+TileFn tile_kernel(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::Avx2: return &detail::quant_tile_avx2;
+    case QuantIsa::AvxVnni: return &detail::quant_tile_avxvnni;
+    case QuantIsa::Avx512Vnni: return &detail::quant_tile_avx512vnni;
+    case QuantIsa::Scalar: break;
+  }
+  return &detail::quant_tile_scalar;
+}
+
 }  // namespace
-
-QuantIsa best_quant_isa() {
-  return detail::cpu_supports_avx2_kernel() ? QuantIsa::Avx2 : QuantIsa::Scalar;
-}
-
-bool quant_isa_supported(QuantIsa isa) {
-  return isa == QuantIsa::Scalar || detail::cpu_supports_avx2_kernel();
-}
 
 Result<void> quant_matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
                           MatmulScratch& scratch, QuantIsa isa, ThreadPool& pool) {
@@ -156,12 +157,15 @@ Result<void> quant_matmul(const LinearWeight& w, const float* x, float* y, int64
                       std::string(format_name(w.format)));
   }
   if (w.k % kQuantBlock != 0 || w.n <= 0) return make_error("quant_matmul: bad weight shape");
-  if (!quant_isa_supported(isa)) return make_error("quant_matmul: CPU lacks AVX2/FMA/F16C");
+  if (!quant_isa_supported(isa)) {
+    return make_error("quant_matmul: " + std::string(isa_name(isa)) + ": " +
+                      quant_isa_unsupported_reason(isa));
+  }
   if (M <= 0) return {};
   const int64_t nb = w.k / kQuantBlock;
   detail::ActBlock* act = scratch.activation_blocks(static_cast<size_t>(M * nb));
   QuantArgs a{&w, x, act, y, M, (w.n + kTileN - 1) / kTileN,
-              isa == QuantIsa::Avx2 ? &detail::quant_tile_avx2 : &detail::quant_tile_scalar};
+              tile_kernel(isa)};
   pool.parallel_for(static_cast<size_t>(M), [&a](size_t m0, size_t m1) {
     const int64_t K = a.w->k;
     detail::quantize_activations(a.x + m0 * K, static_cast<int64_t>(m1 - m0), K,

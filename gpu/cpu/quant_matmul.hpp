@@ -14,11 +14,12 @@
 //    amax_b/254 (+ fp32 rounding), so |err| ≤ Σ_b (amax_b/254)·Σ_{j∈b}|w_j|
 //    plus fp32 accumulation error (see tests/quant_matmul_test.cpp). (Blocks
 //    with amax < 1e-30 are zeroed: their error is at most amax·Σ|w_j|.)
-//    Two kernels compute this same math: a portable scalar one and an AVX2+FMA
-//    one (compiled with a target attribute, chosen at run time when the CPU
-//    has AVX2, FMA and F16C). They differ
-//    only in fp32 summation order (the AVX2 kernel accumulates 8 partial
-//    integer sums per block in 8 fp32 lanes).
+//    Four kernel variants compute this same math bit for bit (QuantIsa,
+//    gpu/cpu/cpu_isa.hpp): a portable scalar one and AVX2, AVX-VNNI and
+//    AVX-512 VNNI ones (each in its own translation unit with a target
+//    attribute, chosen at run time by cpuid + xgetbv). The fp32 summation
+//    order is fixed by the 8-lane layout described in quant_tile_simd.hpp;
+//    the scalar kernel follows it, so every variant gives identical bits.
 //
 // Threading: work is split over tiles of (rows of x) × (rows of W) on the
 // given ThreadPool. Thread-safety: one call at a time per pool and per
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gpu/cpu/cpu_isa.hpp"
 #include "gpu/cpu/thread_pool.hpp"
 #include "gpu/result.hpp"
 #include "gpu/weight_format.hpp"
@@ -57,8 +59,10 @@ void quant_tile_scalar(const LinearWeight& w, const ActBlock* act, float* y, int
                        int64_t m1, int64_t n0, int64_t n1);
 void quant_tile_avx2(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
                      int64_t m1, int64_t n0, int64_t n1);
-// True when the CPU has AVX2, FMA and F16C (what quant_tile_avx2 needs).
-bool cpu_supports_avx2_kernel();
+void quant_tile_avxvnni(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                        int64_t m1, int64_t n0, int64_t n1);
+void quant_tile_avx512vnni(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                           int64_t m1, int64_t n0, int64_t n1);
 
 }  // namespace detail
 
@@ -74,12 +78,6 @@ class MatmulScratch {
  private:
   std::vector<detail::ActBlock> blocks_;
 };
-
-enum class QuantIsa { Scalar, Avx2 };
-
-// Avx2 when the CPU supports AVX2, FMA and F16C, else Scalar.
-QuantIsa best_quant_isa();
-bool quant_isa_supported(QuantIsa isa);
 
 // Quantized path. Requires w.format in {Q8_0, Q4_0, Q4_1}, w.k % 32 == 0,
 // x [M, w.k] and y [M, w.n] row-major, y not aliasing x; M >= 0. An Error

@@ -2,6 +2,7 @@
 // cuda_backend.hpp for the contracts). prepare_weight lives in
 // prepare_weight.cu, the kernels in the per-op .cu files.
 #include "gpu/cuda/cuda_backend.hpp"
+#include "gpu/cuda/op_profile.cuh"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -47,6 +48,7 @@ Result<void> CudaBackend::init() {
   cudaDeviceProp prop{};
   PAGODA_CUDA_TRY(check_cuda(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties"));
   name_ = std::string("cuda:") + prop.name;
+  profiler_.reset(OpProfiler::from_env());
   sm_count_ = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
   cudaStream_t stream = nullptr;
   PAGODA_CUDA_TRY(check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
@@ -67,6 +69,8 @@ Result<void> CudaBackend::init() {
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (profiler_) profiler_->collect();
+  profiler_.reset();  // writes its file
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   for (Scratch* s : {&cublas_workspace_, &attention_scratch_, &sampling_scratch_,
                      &matmul_scratch_}) {
@@ -91,6 +95,7 @@ Result<void> CudaBackend::take_error() {
 
 void CudaBackend::synchronize() {
   record(check_cuda(cudaStreamSynchronize(stream_), "synchronize (an earlier kernel failed)"));
+  if (profiler_) profiler_->collect();
 }
 
 Result<void> CudaBackend::check() {
@@ -168,7 +173,26 @@ Result<void> CudaBackend::upload(DeviceBuffer& dst, size_t dst_offset, const voi
   PAGODA_CUDA_TRY(check_cuda(cudaMemcpyAsync(static_cast<char*>(dst.data()) + dst_offset, src,
                                              bytes, cudaMemcpyHostToDevice, stream_),
                              "upload"));
-  return check_cuda(cudaStreamSynchronize(stream_), "upload (or an earlier op)");
+  auto synced = check_cuda(cudaStreamSynchronize(stream_), "upload (or an earlier op)");
+  if (profiler_) profiler_->collect();
+  return synced;
+}
+
+Result<PinnedBuffer> CudaBackend::allocate_pinned(size_t bytes) {
+  if (bytes == 0) return PinnedBuffer();
+  void* p = nullptr;
+  PAGODA_CUDA_TRY(check_cuda(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc"));
+  return PinnedBuffer(p, bytes, [](void* q) noexcept { (void)cudaFreeHost(q); });
+}
+
+// Errors of the queued copy itself surface at the next synchronize/download.
+Result<void> CudaBackend::upload_async(DeviceBuffer& dst, size_t dst_offset, const void* src,
+                                       size_t bytes) {
+  PAGODA_CUDA_TRY(check_range(dst.size(), dst_offset, bytes, "upload_async"));
+  if (bytes == 0) return {};
+  return check_cuda(cudaMemcpyAsync(static_cast<char*>(dst.data()) + dst_offset, src, bytes,
+                                    cudaMemcpyHostToDevice, stream_),
+                    "upload_async");
 }
 
 Result<void> CudaBackend::download(const DeviceBuffer& src, size_t src_offset, void* dst,
@@ -185,14 +209,31 @@ Result<void> CudaBackend::download(const DeviceBuffer& src, size_t src_offset, v
 
 // ---- ops --------------------------------------------------------------------------
 
-void CudaBackend::embedding(const EmbeddingParams& p) { record(launch_embedding(p, stream_)); }
-void CudaBackend::rms_norm(const RmsNormParams& p) { record(launch_rms_norm(p, stream_)); }
-void CudaBackend::rope(const RopeParams& p) { record(launch_rope(p, stream_)); }
-void CudaBackend::silu_mul(const SiluMulParams& p) { record(launch_silu_mul(p, stream_)); }
+// Each op is bracketed for the profiler (a no-op unless PAGODA_CUDA_PROFILE is set).
+#define PAGODA_PROFILE(cat) OpScope op_scope_(profiler_.get(), OpCategory::cat, stream_)
+
+void CudaBackend::embedding(const EmbeddingParams& p) {
+  PAGODA_PROFILE(kOther);
+  record(launch_embedding(p, stream_));
+}
+void CudaBackend::rms_norm(const RmsNormParams& p) {
+  PAGODA_PROFILE(kOther);
+  record(launch_rms_norm(p, stream_));
+}
+void CudaBackend::rope(const RopeParams& p) {
+  PAGODA_PROFILE(kOther);
+  record(launch_rope(p, stream_));
+}
+void CudaBackend::silu_mul(const SiluMulParams& p) {
+  PAGODA_PROFILE(kOther);
+  record(launch_silu_mul(p, stream_));
+}
 void CudaBackend::copy_blocks(const CopyBlocksParams& p) {
+  PAGODA_PROFILE(kOther);
   record(launch_copy_blocks(p, stream_));
 }
 void CudaBackend::kv_cache_write(const KvCacheWriteParams& p) {
+  PAGODA_PROFILE(kKvWrite);
   record(launch_kv_cache_write(p, stream_));
 }
 
@@ -200,18 +241,21 @@ void CudaBackend::paged_attention(const PagedAttentionParams& p) {
   const int32_t partition = attention_partition_size(p, sm_count_);
   auto scratch = ensure(attention_scratch_, attention_scratch_bytes(p, partition));
   if (!scratch) return record(scratch.error());
+  PAGODA_PROFILE(kAttention);
   record(launch_paged_attention(p, partition, *scratch, stream_));
 }
 
 void CudaBackend::sample(const SamplingParams& p) {
   auto scratch = ensure(sampling_scratch_, sampling_scratch_bytes(p));
   if (!scratch) return record(scratch.error());
+  PAGODA_PROFILE(kSampling);
   record(launch_sample(p, *scratch, stream_));
 }
 
 Result<void> CudaBackend::matmul(const MatmulParams& p) {
   auto scratch = ensure(matmul_scratch_, matmul_scratch_bytes(p));
   if (!scratch) return scratch.error();
+  PAGODA_PROFILE(kGemm);
   return run_matmul(p, cublas_, *scratch, stream_);
 }
 

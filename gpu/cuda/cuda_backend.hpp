@@ -41,6 +41,8 @@ struct cublasContext;  // = cublasHandle_t's pointee
 
 namespace pagoda::gpu::cuda {
 
+class OpProfiler;  // gpu/cuda/op_profile.cuh (PAGODA_CUDA_PROFILE)
+
 // A weight on the device in a format the CUDA matmul takes (BF16 or F32);
 // `weight` views `storage`. Pass `weight` in MatmulParams. Move-only; must
 // not outlive its backend.
@@ -71,6 +73,10 @@ class CudaBackend final : public Backend {
   Result<void> download(const DeviceBuffer& src, size_t src_offset, void* dst,
                         size_t bytes) override;
   void synchronize() override;
+  // cudaHostAlloc'd (page-locked) memory; cudaMemcpyAsync on the stream, no wait.
+  Result<PinnedBuffer> allocate_pinned(size_t bytes) override;
+  Result<void> upload_async(DeviceBuffer& dst, size_t dst_offset, const void* src,
+                            size_t bytes) override;
 
   void embedding(const EmbeddingParams& p) override;
   void rms_norm(const RmsNormParams& p) override;
@@ -120,6 +126,7 @@ class CudaBackend final : public Backend {
   uint64_t limit_ = 0;
   std::atomic<uint64_t> allocated_{0};
   std::optional<Error> pending_;  // the first error not yet reported
+  std::unique_ptr<OpProfiler> profiler_;  // null unless PAGODA_CUDA_PROFILE is set
 };
 
 // The factory for make_backend's CUDA hook: CudaBackend::create as a Backend.

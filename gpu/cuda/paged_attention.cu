@@ -188,7 +188,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const AttnArg
 
   const T* kc = static_cast<const T*>(a.k_cache);
   const T* vc = static_cast<const T*>(a.v_cache);
-  const int32_t* table = a.meta.block_tables + int64_t{info.seq} * a.meta.max_blocks_per_seq;
+  const int64_t trow = a.meta.block_table_rows ? a.meta.block_table_rows[info.seq] : info.seq;
+  const int32_t* table = a.meta.block_tables + trow * a.meta.max_blocks_per_seq;
   const int32_t bs_mask = a.layout.block_size - 1;
   const int64_t block_stride = a.layout.block_stride();
   const int64_t head_off = int64_t{kvh} * a.layout.head_stride() + li * kVec;

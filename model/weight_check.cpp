@@ -1,0 +1,64 @@
+#include "model/weight_check.hpp"
+
+#include <cstring>
+
+namespace pagoda::model {
+
+namespace {
+
+uint16_t load_u16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+
+// IEEE half: exponent bits all ones means Inf or NaN.
+bool f16_non_finite(uint16_t h) { return (h & 0x7C00u) == 0x7C00u; }
+bool bf16_non_finite(uint16_t h) { return (h & 0x7F80u) == 0x7F80u; }
+
+int64_t scan_f32(const uint8_t* data, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, data + 4 * i, 4);
+    if ((u & 0x7F800000u) == 0x7F800000u) return i;
+  }
+  return -1;
+}
+
+int64_t scan_half(const uint8_t* data, int64_t n, bool bf16) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = load_u16(data + 2 * i);
+    if (bf16 ? bf16_non_finite(h) : f16_non_finite(h)) return i;
+  }
+  return -1;
+}
+
+// Blocks of `block_bytes` bytes whose first `scales` fp16 fields are scales.
+int64_t scan_blocks(const uint8_t* data, int64_t blocks, int64_t block_bytes, int scales) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* p = data + b * block_bytes;
+    for (int s = 0; s < scales; ++s) {
+      if (f16_non_finite(load_u16(p + 2 * s))) return b * 32;
+    }
+  }
+  return -1;
+}
+
+}  // namespace
+
+int64_t first_non_finite(gpu::WeightFormat format, const uint8_t* data, int64_t numel) {
+  using gpu::WeightFormat;
+  const int64_t blocks = numel / gpu::block_elems(format);
+  switch (format) {
+    case WeightFormat::F32:
+      return scan_f32(data, numel);
+    case WeightFormat::F16:
+      return scan_half(data, numel, false);
+    case WeightFormat::BF16:
+      return scan_half(data, numel, true);
+    case WeightFormat::Q8_0:
+    case WeightFormat::Q4_0:
+      return scan_blocks(data, blocks, gpu::block_bytes(format), 1);
+    case WeightFormat::Q4_1:
+      return scan_blocks(data, blocks, gpu::block_bytes(format), 2);
+  }
+  return -1;
+}
+
+}  // namespace pagoda::model

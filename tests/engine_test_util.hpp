@@ -1,0 +1,59 @@
+// Helpers shared by the engine suites on the real model (engine_test,
+// engine_faults_test, beam_engine_test): a small CPU engine's options, greedy
+// sampling options and the wait until every block is back. Header-only.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "actors/engine.hpp"
+#include "scheduling_mode.hpp"
+
+namespace pagoda::test {
+
+// The CPU backend, 16-token blocks, max_model_len 512, scheduling ahead
+// unless PAGODA_TEST_SCHEDULING=lockstep.
+inline actors::EngineOptions cpu_engine_options(const std::string& path, model::WeightPrecision p,
+                                                int32_t blocks, int32_t max_seqs, int32_t max_tokens) {
+  actors::EngineOptions o;
+  o.model_path = path;
+  o.backend = gpu::BackendKind::kCpu;
+  o.precision = p;
+  o.num_blocks = blocks;
+  o.block_size = 16;
+  o.max_num_seqs = max_seqs;
+  o.max_num_batched_tokens = max_tokens;
+  o.max_model_len = 512;
+  o.async_scheduling = async_scheduling_under_test();
+  return o;
+}
+
+// Greedy, ignore_eos, seed 1.
+inline actors::SamplingOptions greedy(int32_t max_tokens) {
+  actors::SamplingOptions s;
+  s.temperature = 0.0f;
+  s.max_tokens = max_tokens;
+  s.ignore_eos = true;
+  s.seed = 1;
+  return s;
+}
+
+// Waits (up to ~6 s: the engine settles cancels asynchronously) until no
+// request runs or waits and no block is used; then checks it.
+inline void expect_blocks_back(actors::Engine& e) {
+  actors::EngineStats s{};
+  for (int i = 0; i < 300; ++i) {
+    s = e.stats();
+    if (s.running == 0 && s.waiting == 0 && s.kv_blocks_used == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.waiting, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.kv_blocks_free + s.kv_blocks_cached, s.kv_blocks_total);
+}
+
+}  // namespace pagoda::test
