@@ -29,7 +29,11 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   lo.block_size = o.block_size;
   lo.load_format = o.load_format;  // --load-format dummy (model/dummy_weights.hpp)
   lo.dummy_dtype = o.dummy_dtype;
-  lo.attention_partition_size = 0;  // bitwise batch-independent attention
+  // A fixed partition keeps each row's attention independent of the rest of
+  // the batch: never split on the CPU; split-K with 512-token partitions on
+  // CUDA (long contexts fill the device; the row's split depends only on
+  // its own length).
+  lo.attention_partition_size = ex->backend_->kind() == gpu::BackendKind::kCuda ? 512 : 0;
   auto m = model::LlamaModel::load(o.model_path, *ex->backend_, lo);
   if (!m) return m.error();
   ex->model_ = std::move(m).value();

@@ -14,8 +14,9 @@
 // failed or was skipped) are skipped: only their releases are applied, and
 // the result says skipped.
 //
-// Determinism: the model is loaded with attention_partition_size = 0, so a
-// row's attention is bitwise independent of the batch; sampling depends only
+// Determinism: the model is loaded with a fixed attention partition size (0
+// on the CPU: never split; 512 on CUDA: split-K), so a row's attention is
+// bitwise independent of the batch; sampling depends only
 // on (logits row, params). What remains batch-dependent is the GEMM's
 // summation order on some BLAS paths (see model/llama_model.hpp).
 //

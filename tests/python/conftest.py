@@ -70,8 +70,13 @@ def small_cpu_args(help_text: str) -> list:
     wanted = [("--backend", "cpu"), ("--precision", "quantized"),
               ("--kv-cache-memory", str(64 << 20)), ("--max-num-seqs", "16"),
               ("--max-num-batched-tokens", "256")]
-    return [x for flag, value in wanted
+    args = [x for flag, value in wanted
             if re.search(re.escape(flag) + r"\b", help_text) for x in (flag, value)]
+    # PAGODA_TEST_SCHEDULING=lockstep runs every server without scheduling
+    # ahead (outputs must be the same either way).
+    if os.environ.get("PAGODA_TEST_SCHEDULING") == "lockstep" and "--no-async-scheduling" in help_text:
+        args.append("--no-async-scheduling")
+    return args
 
 
 class Server:
