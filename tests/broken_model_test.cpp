@@ -434,7 +434,8 @@ TEST_F(BrokenHfDir, BrokenSafetensors) {
   EXPECT_TRUE(names(load_error(dir), dir + file, {"too small"}));
   // Data cut short: the last tensor's offsets lie past the data section.
   StFile f = st_;
-  f.data.resize(f.data.size() - 4);
+  ASSERT_GE(f.data.size(), 4u);
+  f.data.erase(f.data.end() - 4, f.data.end());  // (resize(n - 4) trips GCC 12 -Wstringop-overflow)
   dir = make_dir("st_short", config_, st_bytes(f));
   EXPECT_TRUE(names(load_error(dir), dir + file, {"outside the data section"}));
   // Overlapping tensors: the second entry's bytes start inside the first's.

@@ -91,7 +91,7 @@ def tiny_llama_gguf():
 
 
 def gguf_seeds():
-    put("gguf", "tiny_llama.gguf", tiny_llama_gguf())
+    put("gguf", "tiny_llama.seed", tiny_llama_gguf())
     every = [kv("u8", 0, b"\x01"), kv("i8", 1, b"\xff"), kv("u16", 2, b"\x01\x02"), kv("i16", 3, b"\xfe\xff"),
              u32("u32", 7), kv("i32", 5, struct.pack("<i", -7)), f32("f32", 0.5), kv("bool", 7, b"\x01"),
              s("str", "hi"), kv("u64", 10, struct.pack("<Q", 9)), kv("i64", 11, struct.pack("<q", -9)),
@@ -103,8 +103,8 @@ def gguf_seeds():
     ts = [("f32", [4], 0, struct.pack("<4f", 1, 2, 3, 4)), ("f16", [2, 2], 1, struct.pack("<4e", 1, 2, 3, 4)),
           ("q8_0", [32], 8, q8), ("q4_0", [32], 2, q4_0), ("q4_1", [32], 3, q4_1),
           ("bf16", [2], 30, b"\x80\x3f\x00\x40")]
-    put("gguf", "every_type_v3.gguf", gguf(every, ts, align=64))
-    put("gguf", "v2_empty.gguf", gguf([], [], version=2))
+    put("gguf", "every_type_v3.seed", gguf(every, ts, align=64))
+    put("gguf", "v2_empty.seed", gguf([], [], version=2))
 
 
 # ---- safetensors ----------------------------------------------------------------
