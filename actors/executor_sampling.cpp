@@ -45,9 +45,9 @@ Result<void> Executor::stage_rows(const StepPlan& plan, bool* want_top) {
     gpu::SamplingRowParams p = s.params;
     p.prompt_offset = p.output_offset = 0;
     p.prompt_len = p.output_len = 0;
-    const MirroredSeq* m = mirror_->find(s.seq);
+    MirroredSeq* m = mirror_->find(s.seq);
     if (s.use_history && m != nullptr && m->history_valid && m->row >= 0) {
-      MirroredSeq& ms = const_cast<MirroredSeq&>(*m);
+      MirroredSeq& ms = *m;
       if (auto ok = upload_history(ms); !ok) return ok;
       const int32_t len = int32_t(ms.history.size());
       p.prompt_offset = int64_t(ms.row) * history_len_;

@@ -71,9 +71,8 @@ void SchedulerCore::commit_seq(SequenceGroup& g, Sequence& s, const SeqBooked& b
   s.num_scheduled += n;
   s.registered = true;
   building_.entries.push_back({s.id, s.epoch, n});
-  if (std::find(building_.groups.begin(), building_.groups.end(), g.id) == building_.groups.end()) {
-    building_.groups.push_back(g.id);
-  }
+  // A group's entries are committed together (commit_group).
+  if (building_.groups.empty() || building_.groups.back() != g.id) building_.groups.push_back(g.id);
   if (intent.sample) add_sample(g, s, int32_t(plan.entries.size()) - 1, plan);
 }
 

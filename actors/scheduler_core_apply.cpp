@@ -35,7 +35,7 @@ Result<void> SchedulerCore::apply(const StepResult& result) {
     Sequence* s = find_seq(f.samples[i].seq, f.samples[i].epoch);
     if (s == nullptr) continue;
     s->pending = std::max(0, s->pending - 1);
-    SequenceGroup& g = *seq_index_[s->id].first;
+    SequenceGroup& g = *seq_index_.find(s->id)->second.first;  // find_seq found it
     if (s->finished() || s->finish_requested || g.cancel_requested) continue;
     if (!g.beam) {
       on_token(g, *s, result.samples[i]);

@@ -124,6 +124,11 @@ const MirroredSeq* SeqMirror::find(SeqId seq) const {
   return it == seqs_.end() ? nullptr : &it->second;
 }
 
+MirroredSeq* SeqMirror::find(SeqId seq) {
+  auto it = seqs_.find(seq);
+  return it == seqs_.end() ? nullptr : &it->second;
+}
+
 void SeqMirror::drop(SeqId seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;

@@ -59,6 +59,7 @@ class SeqMirror {
   void release(const StepPlan& plan);
 
   const MirroredSeq* find(SeqId seq) const;
+  MirroredSeq* find(SeqId seq);  // the listener's fields (row, history_uploaded) change
   size_t size() const { return seqs_.size(); }
   int32_t block_size() const { return block_size_; }
 

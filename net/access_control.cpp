@@ -6,7 +6,6 @@
 #include "net/sha256.hpp"
 
 namespace pagoda::net {
-namespace {
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -19,6 +18,8 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
+
+namespace {
 
 // "host[:port]" -> lower-case "host:port", the port defaulting to `port`.
 // IPv6 literals keep their brackets: "[::1]:8000".

@@ -13,6 +13,11 @@
 
 namespace pagoda::net {
 
+// ASCII lower-case of s (header names, scheme/host tokens).
+std::string lower(std::string_view s);
+// s without leading and trailing spaces and tabs (HTTP optional whitespace).
+std::string_view trim(std::string_view s);
+
 // Paths served without the API key: /health, and /metrics only when
 // `public_metrics` (--public-metrics). Static files are also public; the
 // transport decides that after the API declined a path.

@@ -23,12 +23,6 @@ using error_code = boost::system::error_code;
 
 constexpr std::chrono::seconds kLinger{2};  // drain after an error answer, then close
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 template <class Fields>
 HeaderList raw_fields(const Fields& fields) {
   HeaderList out;
@@ -139,7 +133,7 @@ void HttpSession::parse() {
     if (parser_->is_header_done() && !continue_sent_) {
       continue_sent_ = true;
       auto expect = parser_->get().find(http::field::expect);
-      if (expect != parser_->get().end() && lower(expect->value()) == "100-continue") {
+      if (expect != parser_->get().end() && lower(std::string_view(expect->value())) == "100-continue") {
         queue_.push_back(std::make_shared<const std::string>("HTTP/1.1 100 Continue\r\n\r\n"));
         queued_bytes_ += queue_.back()->size();
         maybe_write();
@@ -192,7 +186,7 @@ void HttpSession::dispatch() {
   request.query = std::move(target->query);
   request.client = client_;
   for (const auto& field : req) {
-    std::string& slot = request.headers[lower(field.name_string())];
+    std::string& slot = request.headers[lower(std::string_view(field.name_string()))];
     slot = slot.empty() ? std::string(field.value()) : slot + ", " + std::string(field.value());
   }
   const ServerOptions& options = env_->context->options;

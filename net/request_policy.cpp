@@ -9,18 +9,6 @@
 namespace pagoda::net {
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 std::string_view header(const HttpRequest& r, const char* name) {
   auto it = r.headers.find(name);
   return it == r.headers.end() ? std::string_view() : std::string_view(it->second);
