@@ -63,14 +63,14 @@ def serve_flags(pagoda_bin: str) -> str:
     return proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
 
 
-def small_cpu_args(help_text: str, skip=()) -> list:
+def small_cpu_args(help_text: str) -> list:
     """Small CPU settings for the flags `pagoda serve` offers. The precision
     is `quantized` (fast on CPU); greedy comparisons with `pagoda generate`
     use the same precision (Server.precision)."""
     wanted = [("--backend", "cpu"), ("--precision", "quantized"),
               ("--kv-cache-memory", str(64 << 20)), ("--max-num-seqs", "16"),
               ("--max-num-batched-tokens", "256")]
-    args = [x for flag, value in wanted if flag not in skip
+    args = [x for flag, value in wanted
             if re.search(re.escape(flag) + r"\b", help_text) for x in (flag, value)]
     # PAGODA_TEST_SCHEDULING=lockstep runs every server without scheduling
     # ahead (outputs must be the same either way).
@@ -142,9 +142,7 @@ def start_server(pagoda_bin, model_path, log_path, extra_args=(), api_key="", en
     args = [pagoda_bin, "serve", model_path, "--host", "127.0.0.1", "--port", "0"]
     if "--web-root" in help_text:
         args += ["--web-root", str(ROOT / "web")]
-    # A flag in extra_args replaces the small setting of the same flag (CLI11
-    # refuses a flag given twice).
-    args += small_cpu_args(help_text, skip={a for a in extra_args if str(a).startswith("--")})
+    args += small_cpu_args(help_text)
     if api_key:
         args += ["--api-key", api_key]
     args += list(extra_args)

@@ -26,6 +26,21 @@ PROMPTS = [
 ]
 
 
+def start_server_with(pagoda_bin, model_path, log_path, args, **kw):
+    """start_server with `args` replacing the fixture's small CPU settings of
+    the same flags (CLI11 refuses a flag given twice)."""
+    import conftest
+    given = set(args[::2])
+    original = conftest.small_cpu_args
+
+    def without_given(help_text):
+        base = original(help_text)
+        return [x for i in range(0, len(base), 2) if base[i] not in given for x in base[i:i + 2]]
+    conftest.small_cpu_args = without_given
+    try:
+        return start_server(pagoda_bin, model_path, log_path, extra_args=list(args), **kw)
+    finally:
+        conftest.small_cpu_args = original
 
 
 def complete(srv, prompt, max_tokens, timeout):
@@ -40,7 +55,7 @@ def complete(srv, prompt, max_tokens, timeout):
 @pytest.fixture(scope="module")
 def small_kv_server(pagoda_bin, model_path, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve-kv") / "server.log"
-    srv = start_server(pagoda_bin, model_path, log, ["--kv-cache-memory", str(KV_BYTES)])
+    srv = start_server_with(pagoda_bin, model_path, log, ["--kv-cache-memory", str(KV_BYTES)])
     yield srv
     stop_server(srv)
 

@@ -23,6 +23,21 @@ from conftest import (API_KEY, Ws, kv_blocks_used, start_server, stop_server, wa
 PROMPT = "The quick brown fox"
 
 
+def start_server_with(pagoda_bin, model_path, log_path, args, **kw):
+    """start_server with `args` replacing the fixture's small CPU settings of
+    the same flags (CLI11 refuses a flag given twice)."""
+    import conftest
+    given = set(args[::2])
+    original = conftest.small_cpu_args
+
+    def without_given(help_text):
+        base = original(help_text)
+        return [x for i in range(0, len(base), 2) if base[i] not in given for x in base[i:i + 2]]
+    conftest.small_cpu_args = without_given
+    try:
+        return start_server(pagoda_bin, model_path, log_path, extra_args=list(args), **kw)
+    finally:
+        conftest.small_cpu_args = original
 
 
 def rss_kib(server) -> int:
@@ -349,7 +364,7 @@ def test_full_waiting_queue_answers_429(pagoda_bin, model_path, tmp_path):
     """A server of its own with --max-num-seqs 1 and --max-waiting 1: one
     request runs, one waits, the next is 429 overloaded (HTTP) / overloaded
     (WebSocket); the first two still complete."""
-    own = start_server(pagoda_bin, model_path, tmp_path / "server.log",
+    own = start_server_with(pagoda_bin, model_path, tmp_path / "server.log",
                             ["--max-num-seqs", "1", "--max-waiting", "1"])
     try:
         with Ws(own) as ws:
