@@ -276,7 +276,7 @@ class CollectSink : public RequestSink {
 
 }  // namespace
 
-std::vector<GenerateResult> Engine::generate(std::vector<GenerateRequest> requests) {
+std::vector<GenerateResult> EngineClient::generate(std::vector<GenerateRequest> requests) {
   std::vector<std::future<GenerateResult>> futures;
   for (GenerateRequest& r : requests) {
     auto sink = std::make_shared<CollectSink>(std::max(r.sampling.n, 1), r.sampling.beam_width > 0);
@@ -288,8 +288,8 @@ std::vector<GenerateResult> Engine::generate(std::vector<GenerateRequest> reques
   return out;
 }
 
-std::vector<GenerateResult> Engine::generate(const std::vector<std::string>& prompts,
-                                             const SamplingOptions& sampling) {
+std::vector<GenerateResult> EngineClient::generate(const std::vector<std::string>& prompts,
+                                                   const SamplingOptions& sampling) {
   std::vector<GenerateRequest> reqs;
   for (const std::string& p : prompts) {
     GenerateRequest r;

@@ -178,6 +178,7 @@ class RequestHandle {
 
  private:
   friend class Engine;
+  friend class RemoteEngine;  // actors/remote_engine.hpp: the same cancel path
   std::shared_ptr<void> scheduler_;  // a weak caf::actor_addr, type-erased
   uint64_t id_ = 0;
 };
@@ -195,11 +196,47 @@ struct GenerateResult {
   std::string error;                  // non-empty when the request failed
 };
 
-class Engine {
+// Scale-out: one engine node as the front end sees it (RemoteEngine).
+struct EngineNodeInfo {
+  std::string name;  // HOST:PORT
+  bool up = false;
+  int32_t waiting = 0, running_seqs = 0, kv_blocks_total = 0, kv_blocks_used = 0;
+  uint64_t prefix_hit_tokens = 0;
+  uint64_t routed = 0, prefix_routed = 0;  // requests this front end sent there / with a cached prefix
+};
+
+// What the network layer needs of an engine: the in-process Engine below, or
+// a RemoteEngine (actors/remote_engine.hpp) that routes requests to engine
+// nodes. Every method has Engine's contract (see there).
+class EngineClient {
+ public:
+  virtual ~EngineClient() = default;
+  virtual void shutdown() = 0;
+  virtual RequestHandle submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) = 0;
+  virtual EngineStats stats() = 0;
+  virtual KvSnapshot kv_snapshot() = 0;
+  virtual Result<std::vector<int32_t>> tokenize(const GenerateRequest& request) const = 0;
+  virtual Result<std::string> detokenize(const std::vector<int32_t>& ids) const = 0;
+  virtual std::string model_name() const = 0;
+  virtual int32_t vocab_size() const = 0;
+  virtual const EngineOptions& options() const = 0;
+  virtual int32_t num_kv_blocks() const = 0;
+  virtual int32_t max_model_len() const = 0;
+  // The engine nodes behind a front end (empty: the engine is in-process).
+  virtual std::vector<EngineNodeInfo> engine_nodes() const { return {}; }
+
+  // Blocking, over submit(): runs every prompt (concurrently) and returns in
+  // order. Never call it from a RequestSink callback.
+  std::vector<GenerateResult> generate(const std::vector<std::string>& prompts,
+                                       const SamplingOptions& sampling);
+  std::vector<GenerateResult> generate(std::vector<GenerateRequest> requests);
+};
+
+class Engine : public EngineClient {
  public:
   // Loads the model and starts the actors. Errors: a bad model or option.
   static Result<std::unique_ptr<Engine>> start(const EngineOptions& options);
-  ~Engine();  // = shutdown()
+  ~Engine() override;  // = shutdown()
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
@@ -207,36 +244,32 @@ class Engine {
   // from an actor thread, before this returns), stops the actors and waits
   // for them. Idempotent; later submit() calls fail with on_error. Call it
   // from any thread but never from a RequestSink callback.
-  void shutdown();
+  void shutdown() override;
 
   // Starts one request; the sink receives its stream. Invalid sampling
   // options are reported through sink->on_error.
-  RequestHandle submit(GenerateRequest request, std::shared_ptr<RequestSink> sink);
-  // Blocking: runs every prompt (concurrently) and returns in order.
-  std::vector<GenerateResult> generate(const std::vector<std::string>& prompts,
-                                       const SamplingOptions& sampling);
-  std::vector<GenerateResult> generate(std::vector<GenerateRequest> requests);
-  EngineStats stats();
+  RequestHandle submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) override;
+  EngineStats stats() override;
   // The latest block-pool snapshot the scheduler published (it publishes at
   // most every snapshot_interval while someone has asked within the last few
   // seconds; the first call may return an empty snapshot with total_blocks 0
   // only before the scheduler has run). Never blocks on actors.
-  KvSnapshot kv_snapshot();
+  KvSnapshot kv_snapshot() override;
 
   // The prompt ids a request would run with (the request actor's rules:
   // prompt_ids, else chat messages through the chat template, else prompt
   // text with the tokenizer's BOS rule). Thread-safe, no actors involved.
-  Result<std::vector<int32_t>> tokenize(const GenerateRequest& request) const;
+  Result<std::vector<int32_t>> tokenize(const GenerateRequest& request) const override;
   // Plain text of ids (special tokens included). Errors: an id outside the
   // vocabulary.
-  Result<std::string> detokenize(const std::vector<int32_t>& ids) const;
+  Result<std::string> detokenize(const std::vector<int32_t>& ids) const override;
   // The model's name as the API reports it (the file or directory name).
-  std::string model_name() const;
-  int32_t vocab_size() const;
+  std::string model_name() const override;
+  int32_t vocab_size() const override;
 
-  const EngineOptions& options() const;
-  int32_t num_kv_blocks() const;
-  int32_t max_model_len() const;
+  const EngineOptions& options() const override;
+  int32_t num_kv_blocks() const override;
+  int32_t max_model_len() const override;
 
   struct Impl;  // opaque: the actor system and its owner thread (engine.cpp)
 

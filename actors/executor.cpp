@@ -17,6 +17,8 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   std::unique_ptr<Executor> ex(new Executor());
   gpu::BackendOptions bo;
   bo.cpu_threads = o.cpu_threads;
+  bo.async_uploads = o.async_uploads;
+  bo.tiled_prefill = o.cuda_tiled_prefill;
   auto backend = gpu::make_backend(o.backend, bo);
   if (!backend) return backend.error();
   ex->backend_ = std::move(backend).value();
@@ -30,10 +32,15 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   lo.load_format = o.load_format;  // --load-format dummy (model/dummy_weights.hpp)
   lo.dummy_dtype = o.dummy_dtype;
   // A fixed partition keeps each row's attention independent of the rest of
-  // the batch: never split on the CPU; split-K with 512-token partitions on
-  // CUDA (long contexts fill the device; the row's split depends only on
-  // its own length).
-  lo.attention_partition_size = ex->backend_->kind() == gpu::BackendKind::kCuda ? 512 : 0;
+  // the batch: never split on the CPU; split-K with cuda_split_k-token
+  // partitions on CUDA (default 512: long contexts fill the device; the
+  // row's split depends only on its own length).
+  const bool cuda = ex->backend_->kind() == gpu::BackendKind::kCuda;
+  // The environment may switch features off (gpu::step_feature_env).
+  const gpu::StepFeatureEnv env = gpu::step_feature_env();
+  const int32_t split_k = env.split_k >= 0 ? env.split_k : o.cuda_split_k;
+  lo.attention_partition_size = cuda ? std::max(split_k, 0) : 0;
+  lo.step_graphs = cuda && o.cuda_graphs && !env.graphs_off;
   auto m = model::LlamaModel::load(o.model_path, *ex->backend_, lo);
   if (!m) return m.error();
   ex->model_ = std::move(m).value();

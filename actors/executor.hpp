@@ -56,6 +56,16 @@ struct ExecutorOptions {
   // --load-format dummy / --dummy-dtype: random weights of model_path's config (model/dummy_weights.hpp).
   model::LoadFormat load_format = model::LoadFormat::kAuto;
   model::DummyDtype dummy_dtype = model::DummyDtype::kAuto;
+  // CUDA step features, each switchable so that a broken path can be turned
+  // off (ignored on the CPU backend): decode steps from CUDA graphs
+  // (model/step_graphs.hpp); split-K partition in tokens (0: never split);
+  // the tensor-core tiled prefill kernel for long prompts (false: the
+  // one-CTA-per-row kernel for every row); metadata uploads with
+  // cudaMemcpyAsync from pinned memory (false: synchronous uploads).
+  bool cuda_graphs = true;
+  int32_t cuda_split_k = 512;
+  bool cuda_tiled_prefill = true;
+  bool async_uploads = true;
 };
 
 class Executor : private SeqMirror::Listener {

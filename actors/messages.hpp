@@ -47,6 +47,9 @@ using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using book_atom = caf::atom_constant<caf::atom("book")>;
 using result_atom = caf::atom_constant<caf::atom("result")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
+// (fail_atom, std::string) to a request actor: its engine side is lost (a
+// remote engine node went down); the sink gets on_error(message).
+using fail_atom = caf::atom_constant<caf::atom("fail")>;
 
 struct AddGroup {
   RequestId id = 0;

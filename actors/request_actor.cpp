@@ -253,6 +253,10 @@ caf::behavior request_fn(Self self, caf::actor scheduler, std::shared_ptr<const 
   return {
       [self](events_atom, const EventBatch& batch) { on_batch(self, batch); },
       [self](cancel_atom) { cancel(self, /*tell_sink=*/true); },
+      [self](fail_atom, const std::string& message) {
+        self->send(self->state.scheduler, cancel_atom::value, self->state.id);
+        end_with_error(self, message);
+      },
   };
 }
 

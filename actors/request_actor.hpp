@@ -9,6 +9,8 @@
 // scheduler told to finish that sample. It streams to the RequestSink and
 // quits when the group is done; a sink that refuses a token, or
 // (cancel_atom), cancels the group (every block released by the scheduler).
+// (fail_atom, message) ends it with on_error(message) (its remote engine node
+// is lost; the group is cancelled too).
 #pragma once
 
 #include <caf/all.hpp>

@@ -44,9 +44,16 @@ struct SeqOwner {
   RequestId request = 0;
   int32_t index = 0;  // sample (or beam) index in the group
 };
+// Scale-out (RemoteEngine): the snapshot joins one pool per engine node;
+// each is a range of its block ids.
+struct KvPoolRange {
+  std::string name;  // the node, HOST:PORT
+  int32_t first_block = 0, total_blocks = 0, used_blocks = 0, free_blocks = 0, cached_blocks = 0;
+};
 struct KvSnapshot {
   PoolSnapshot pool;
   std::vector<SeqOwner> owners;  // ascending seq id, one per sequence in pool.seqs
+  std::vector<KvPoolRange> pools;  // empty: one pool (an in-process engine)
 };
 
 struct Sequence {

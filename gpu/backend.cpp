@@ -1,5 +1,7 @@
 #include "gpu/backend.hpp"
 
+#include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -31,6 +33,14 @@ Result<PinnedBuffer> Backend::allocate_pinned(size_t bytes) {
 Result<void> Backend::upload_async(DeviceBuffer& dst, size_t dst_offset, const void* src,
                                    size_t bytes) {
   return upload(dst, dst_offset, src, bytes);
+}
+
+Result<std::unique_ptr<OpGraph>> Backend::capture(const std::function<Result<void>()>&) {
+  return make_error(std::string(name()) + " backend: op graphs are not supported");
+}
+
+Result<void> Backend::replay(const OpGraph&) {
+  return make_error(std::string(name()) + " backend: op graphs are not supported");
 }
 
 namespace {
@@ -97,12 +107,36 @@ Result<RopeTable> Backend::create_rope_table(const RopeConfig& config) {
   return RopeTable(config, std::move(buf).value());
 }
 
+StepFeatureEnv step_feature_env() {
+  auto is = [](const char* name, const char* value) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::strcmp(v, value) == 0;
+  };
+  StepFeatureEnv e;
+  e.graphs_off = is("PAGODA_CUDA_GRAPHS", "off");
+  e.rowwise_prefill = is("PAGODA_CUDA_PREFILL_KERNEL", "rowwise");
+  e.sync_uploads = is("PAGODA_CUDA_ASYNC_UPLOADS", "off");
+  if (const char* v = std::getenv("PAGODA_CUDA_SPLIT_K"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end != v && *end == '\0' && n >= 0 && n <= (1 << 20)) e.split_k = int32_t(n);
+  }
+  return e;
+}
+
+BackendOptions with_feature_env(BackendOptions o) {
+  const StepFeatureEnv e = step_feature_env();
+  if (e.rowwise_prefill) o.tiled_prefill = false;
+  if (e.sync_uploads) o.async_uploads = false;
+  return o;
+}
+
 Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions& options) {
   if (kind == BackendKind::kCuda || kind == BackendKind::kAuto) {
     DeviceInfo info = probe_devices();
 #ifdef PAGODA_HAVE_CUDA
     if (info.device_count > 0) {
-      Result<std::unique_ptr<Backend>> cuda = cuda::make_cuda_backend(options);
+      Result<std::unique_ptr<Backend>> cuda = cuda::make_cuda_backend(with_feature_env(options));
       // kAuto falls back to the CPU when the device cannot be used.
       if (cuda || kind == BackendKind::kCuda) return cuda;
     }

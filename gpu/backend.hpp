@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -29,6 +30,14 @@
 namespace pagoda::gpu {
 
 enum class BackendKind { kAuto, kCpu, kCuda };
+
+// A recorded sequence of ops (CUDA: an instantiated CUDA graph), made by
+// Backend::capture and replayed by Backend::replay on the backend that made
+// it. Opaque; must not outlive that backend. Move-only by pointer.
+class OpGraph {
+ public:
+  virtual ~OpGraph() = default;
+};
 
 class Backend {
  public:
@@ -69,6 +78,22 @@ class Backend {
   virtual Result<void> upload_async(DeviceBuffer& dst, size_t dst_offset, const void* src,
                                     size_t bytes);
 
+  // ---- captured op sequences (CUDA graphs; decode steps) ---------------------
+  // Records the ops `issue` enqueues into a graph WITHOUT running them.
+  // Every pointer and scalar in their params is frozen: a replay reads and
+  // writes the same addresses, so per-step inputs must be uploaded into the
+  // same buffers before replay(). `issue` may only enqueue ops: no upload,
+  // download, synchronize or allocate (scratch must already be large enough:
+  // run the same ops eagerly once first). An Error when the backend cannot
+  // capture (the default: the CPU backend; CUDA with PAGODA_CUDA_PROFILE set)
+  // or recording failed; then nothing ran, no error stays pending and the
+  // caller should issue the ops eagerly instead.
+  virtual Result<std::unique_ptr<OpGraph>> capture(const std::function<Result<void>()>& issue);
+  // Enqueues a graph made by this backend's capture(), ordered like an op.
+  // An Error, with nothing enqueued, when the graph is stale (memory it
+  // refers to moved since capture, e.g. grown scratch): capture it again.
+  virtual Result<void> replay(const OpGraph& graph);
+
   // A KV cache of exactly num_blocks blocks (> 0) per layer.
   Result<KvCache> create_kv_cache(const KvCacheSpec& spec, int64_t num_blocks);
   // As many blocks as budget_bytes holds: budget / spec.bytes_per_block_all_layers().
@@ -102,13 +127,36 @@ class Backend {
 // Options for make_backend. memory_limit_bytes caps what the CPU backend will
 // allocate (0 = no cap: allocation fails only when the system refuses);
 // cpu_threads sizes a private thread pool (0 = the process-wide pool).
+// The remaining fields switch CUDA step features off (the CPU backend
+// ignores them): async_uploads = false makes upload_async a synchronous
+// upload(); tiled_prefill = false sends every attention row to the
+// one-CTA-per-row kernel instead of the tensor-core tiled prefill kernel
+// (used for sequences with >= tiled_prefill_min_rows query rows, BF16 cache).
 struct BackendOptions {
   uint64_t memory_limit_bytes = 0;
   size_t cpu_threads = 0;
+  bool async_uploads = true;
+  bool tiled_prefill = true;
+  int32_t tiled_prefill_min_rows = 16;
 };
 
-// kCpu: the CPU backend. kCuda: the CUDA backend, or an Error when the build
-// has no CUDA or no device is usable. kAuto: CUDA when usable, else CPU.
+// The CUDA step features switched off by the environment, for programs that
+// have no flags for them (the GPU tests run by tools/gpu-check.sh after a
+// feature failed). A variable can only turn its feature off (or set the
+// split-K partition): PAGODA_CUDA_GRAPHS=off, PAGODA_CUDA_PREFILL_KERNEL=
+// rowwise, PAGODA_CUDA_ASYNC_UPLOADS=off, PAGODA_CUDA_SPLIT_K=N (0: off; -1
+// here when unset or not a number in [0, 2^20]). Read on every call.
+struct StepFeatureEnv {
+  bool graphs_off = false, rowwise_prefill = false, sync_uploads = false;
+  int32_t split_k = -1;
+};
+StepFeatureEnv step_feature_env();
+// `options` with the environment's switches applied (tiled_prefill, async_uploads).
+BackendOptions with_feature_env(BackendOptions options);
+
+// kCpu: the CPU backend. kCuda: the CUDA backend (its options passed through
+// with_feature_env), or an Error when the build has no CUDA or no device is
+// usable. kAuto: CUDA when usable, else CPU.
 Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, const BackendOptions& options = {});
 
 }  // namespace pagoda::gpu

@@ -123,6 +123,12 @@ struct AttentionMetadata {
   // [S] row of block_tables that sequence s uses; nullptr = row s. With it,
   // block_tables is [rows, max_blocks_per_seq] for any rows > every entry.
   const int32_t* block_table_rows = nullptr;
+  // A host-side hint: >= every sequence's query rows this step, or 0 when
+  // unknown. Backends may pick kernels by it: CUDA runs its tiled prefill
+  // kernel only when it reaches BackendOptions::tiled_prefill_min_rows, and
+  // then for exactly the sequences with that many rows, so which kernel
+  // serves a row depends only on its own sequence.
+  int32_t max_query_len = 0;
 };
 
 // ---- paged attention (decode, prefill and chunked prefill in one op) ---------

@@ -1,5 +1,6 @@
 #include "model/llama_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -82,10 +83,15 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& model_pa
   if (!state) return state.error();
   auto rope = make_rope_table(backend, *weights);
   if (!rope) return rope.error();
-  return std::unique_ptr<LlamaModel>(new LlamaModel(backend, std::move(weights).value(),
-                                                    std::move(opts).value(),
-                                                    std::move(state).value(),
-                                                    std::move(rope).value()));
+  std::unique_ptr<LlamaModel> model(new LlamaModel(backend, std::move(weights).value(),
+                                                  std::move(opts).value(), std::move(state).value(),
+                                                  std::move(rope).value()));
+  const LoadOptions& o = model->options_;
+  if (o.step_graphs) {
+    const int32_t max_bucket = std::min(o.step_graph_max_batch, model->state_.padded_limit());
+    if (max_bucket >= 1) model->graphs_ = std::make_unique<StepGraphs>(max_bucket);
+  }
+  return model;
 }
 
 gpu::KvCacheSpec LlamaModel::kv_cache_spec() const {
@@ -156,25 +162,64 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
   return linear(w.down, rs.mid(), I, rs.delta(), T);
 }
 
-Result<const float*> LlamaModel::forward_device(const ForwardBatch& batch, gpu::KvCache& cache) {
-  auto st = state_.stage(backend_, batch, cache);
-  if (!st) return st.error();
+Result<void> LlamaModel::issue_step(const StagedStep& st, gpu::KvCache& cache) {
   const ModelConfig& c = config();
-  const int32_t T = st->meta.num_tokens, H = c.hidden_size;
-  backend_.embedding({weights_.embedding.as<const float>(), st->token_ids, state_.residual(), T,
+  const int32_t T = st.meta.num_tokens, H = c.hidden_size;
+  backend_.embedding({weights_.embedding.as<const float>(), st.token_ids, state_.residual(), T,
                       H, c.vocab_size});
   for (int32_t l = 0; l < c.num_layers; ++l) {
-    if (auto ok = run_layer(l, *st, cache); !ok) return ok.error();
+    if (auto ok = run_layer(l, st, cache); !ok) return ok;
   }
   backend_.rms_norm({state_.delta(), state_.residual(), weights_.final_norm.as<const float>(),
                      state_.normed(), T, H, float(c.rms_norm_eps)});
-  const int32_t R = st->num_logits_rows;
-  if (R > 0) {
-    backend_.embedding({state_.normed(), st->logits_rows, state_.gathered(), R, H, T});
-    if (auto ok = linear(weights_.lm_head, state_.gathered(), H, state_.logits(), R); !ok) {
-      return ok.error();
-    }
+  const int32_t R = st.num_logits_rows;
+  if (R == 0) return {};
+  backend_.embedding({state_.normed(), st.logits_rows, state_.gathered(), R, H, T});
+  return linear(weights_.lm_head, state_.gathered(), H, state_.logits(), R);
+}
+
+// Graph-eligible: graphs on, arena mode, one row per sequence, R <= S, S
+// within the buckets.
+int32_t LlamaModel::graph_bucket(const ForwardBatch& b) const {
+  if (!graphs_ || b.arena == nullptr || b.num_tokens() != b.num_seqs() ||
+      b.num_logits_rows() > b.num_seqs()) {
+    return 0;
   }
+  return graphs_->bucket_for(b.num_seqs());
+}
+
+// The context bucket: split-K's partition count (grid z) follows
+// max_context_len, so it is frozen at the next power of two >= 1024 that
+// holds the batch (empty partitions exit at once), capped at max_model_len;
+// unsplit attention does not use it, so one bucket serves every length.
+Result<const float*> LlamaModel::forward_graph(const ForwardBatch& b, gpu::KvCache& cache,
+                                               int32_t bucket) {
+  const int32_t limit = state_.limits().max_model_len;
+  int32_t bound = limit;
+  if (options_.attention_partition_size != 0) {
+    int32_t ctx = 0;
+    for (int32_t c : b.context_lens) ctx = std::max(ctx, c);
+    int64_t p = 1024;
+    while (p < ctx) p *= 2;
+    bound = int32_t(std::min<int64_t>(p, limit));
+  }
+  auto st = state_.stage_padded(backend_, b, cache, bucket, bound);
+  if (!st) return st.error();
+  const GraphFingerprint fp{cache.layer(0).k, b.arena->device(), b.arena->width()};
+  const StagedStep step = *st;
+  auto ok = graphs_->run(backend_, bucket, bound, fp,
+                         [this, &step, &cache] { return issue_step(step, cache); });
+  if (!ok) return ok.error();
+  return static_cast<const float*>(state_.logits());
+}
+
+Result<const float*> LlamaModel::forward_device(const ForwardBatch& batch, gpu::KvCache& cache) {
+  if (const int32_t bucket = graph_bucket(batch); bucket > 0) {
+    return forward_graph(batch, cache, bucket);
+  }
+  auto st = state_.stage(backend_, batch, cache);
+  if (!st) return st.error();
+  if (auto ok = issue_step(*st, cache); !ok) return ok.error();
   return static_cast<const float*>(state_.logits());
 }
 

@@ -35,6 +35,7 @@
 #include "model/llama_weights.hpp"
 #include "model/model_config.hpp"
 #include "model/run_state.hpp"
+#include "model/step_graphs.hpp"
 
 namespace pagoda::model {
 
@@ -50,6 +51,14 @@ struct LoadOptions {
   // PagedAttentionParams::partition_size: -1 lets the backend choose; 0 never
   // splits (then attention is bitwise batch-independent on every backend).
   int32_t attention_partition_size = -1;
+  // Decode steps in arena mode padded to a batch-size bucket (up to
+  // step_graph_max_batch and the step limits) and replayed from op graphs
+  // (CUDA graphs; see model/step_graphs.hpp). On a backend that cannot
+  // capture (the CPU backend) each bucket falls back to eager launches of
+  // the padded step after two failed captures: the executor turns this on
+  // only on CUDA.
+  bool step_graphs = false;
+  int32_t step_graph_max_batch = 256;
   std::function<void(int32_t done, int32_t total)> progress;  // per loaded layer
   // --load-format dummy: random weights of the config's shape (model/dummy_weights.hpp).
   LoadFormat load_format = LoadFormat::kAuto;
@@ -69,6 +78,8 @@ class LlamaModel {
   gpu::Backend& backend() const { return backend_; }
   uint64_t weight_bytes() const { return weights_.device_bytes; }
   uint64_t run_state_bytes() const { return state_.device_bytes(); }
+  // Counters of the decode-step graphs; nullptr when they are off.
+  const StepGraphStats* graph_stats() const { return graphs_ ? &graphs_->stats() : nullptr; }
 
   // The KV cache geometry this model needs (F32 on the CPU backend, BF16 on CUDA).
   gpu::KvCacheSpec kv_cache_spec() const;
@@ -90,6 +101,12 @@ class LlamaModel {
         state_(std::move(state)), rope_(std::move(rope)) {}
 
   Result<void> run_layer(int32_t layer, const StagedStep& step, gpu::KvCache& cache);
+  // Enqueues every op of a staged step (embedding .. lm_head).
+  Result<void> issue_step(const StagedStep& step, gpu::KvCache& cache);
+  // The graph bucket for this batch, or 0 when it runs eagerly.
+  int32_t graph_bucket(const ForwardBatch& batch) const;
+  Result<const float*> forward_graph(const ForwardBatch& batch, gpu::KvCache& cache,
+                                     int32_t bucket);
   Result<void> linear(const DeviceLinear& w, const float* x, int64_t x_stride, float* y,
                       int64_t m);
 
@@ -98,6 +115,7 @@ class LlamaModel {
   LoadOptions options_;
   RunState state_;
   gpu::RopeTable rope_;
+  std::unique_ptr<StepGraphs> graphs_;  // null unless options.step_graphs
 };
 
 }  // namespace pagoda::model

@@ -62,7 +62,20 @@ StagedStep staged_step(const uint8_t* d, const ForwardBatch& b, const MetaLayout
     st.meta.max_blocks_per_seq = b.max_blocks_per_seq;
   }
   st.meta.max_context_len = *std::max_element(b.context_lens.begin(), b.context_lens.end());
+  int32_t max_q = 0;
+  for (size_t s = 0; s + 1 < b.query_start_loc.size(); ++s) {
+    max_q = std::max(max_q, b.query_start_loc[s + 1] - b.query_start_loc[s]);
+  }
+  st.meta.max_query_len = max_q;
   return st;
+}
+
+// Copies v into h + off and fills the next `pad` entries with `fill`.
+template <class V>
+void put_padded(uint8_t* h, size_t off, const V& v, size_t pad, typename V::value_type fill) {
+  auto* dst = reinterpret_cast<typename V::value_type*>(h + off);
+  std::memcpy(dst, v.data(), v.size() * sizeof(v[0]));
+  std::fill(dst + v.size(), dst + v.size() + pad, fill);
 }
 
 }  // namespace
@@ -303,6 +316,43 @@ Result<StagedStep> RunState::stage(gpu::Backend& backend, const ForwardBatch& b,
   // next stage().
   if (auto up = backend.upload_async(meta_, 0, h, ml.bytes); !up) return up.error();
   return staged_step(meta_.as<const uint8_t>(), b, ml);
+}
+
+
+int32_t RunState::padded_limit() const {
+  return std::min({limits_.max_tokens, limits_.max_seqs, limits_.max_logits_rows});
+}
+
+Result<StagedStep> RunState::stage_padded(gpu::Backend& backend, const ForwardBatch& b,
+                                          const gpu::KvCache& cache, int32_t bucket,
+                                          int32_t context_bound) {
+  const int32_t T = b.num_tokens(), S = b.num_seqs(), R = b.num_logits_rows();
+  if (b.arena == nullptr || T != S || R > S || S < 1 || bucket < S || bucket > padded_limit() ||
+      context_bound > limits_.max_model_len) {
+    return make_error("forward batch: not a decode step that fits a graph bucket");
+  }
+  if (auto ok = check(backend, b, cache); !ok) return ok.error();
+  for (int32_t ctx : b.context_lens) {
+    if (ctx > context_bound) return make_error("forward batch: context above the graph's bound");
+  }
+  const size_t B = size_t(bucket), pad = B - size_t(S);
+  const MetaLayout ml = meta_layout(bucket, bucket, bucket, bucket);
+  uint8_t* h = host_meta_.as<uint8_t>();
+  put_padded(h, ml.ids, b.token_ids, pad, 0);
+  put_padded(h, ml.positions, b.positions, pad, 0);
+  put_padded(h, ml.qsl, b.query_start_loc, pad, b.query_start_loc.back());
+  put_padded(h, ml.ctx, b.context_lens, pad, 0);
+  put_padded(h, ml.tables, b.table_rows, pad, 0);
+  put_padded(h, ml.rows, b.logits_rows, B - size_t(R), 0);
+  put_padded(h, ml.slots, b.slot_mapping, pad, int64_t{-1});
+  if (auto up = backend.upload_async(meta_, 0, h, ml.bytes); !up) return up.error();
+  StagedStep st = staged_step(meta_.as<const uint8_t>(), b, ml);
+  st.num_logits_rows = bucket;
+  st.meta.num_tokens = bucket;
+  st.meta.num_seqs = bucket;
+  st.meta.max_context_len = context_bound;
+  st.meta.max_query_len = 1;
+  return st;
 }
 
 }  // namespace pagoda::model

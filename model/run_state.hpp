@@ -64,6 +64,20 @@ class RunState {
   // have been issued.
   Result<StagedStep> stage(gpu::Backend& backend, const ForwardBatch& batch,
                            const gpu::KvCache& cache);
+  // The same for a decode step replayed from a graph (model/step_graphs.hpp):
+  // requires arena mode, one row per sequence (T == S) and R <= S, with
+  // S <= bucket <= padded_limit(). Validates like stage(), then stages the
+  // batch padded to `bucket` sequences of one row each (padding: token 0,
+  // position 0, slot -1, an empty sequence, logits row 0) at offsets that
+  // depend only on the bucket; the step's max_context_len is
+  // `context_bound` (>= every context length, <= max_model_len), so that
+  // every pointer and scalar of the step depends only on (bucket,
+  // context_bound). The returned step has T = S = R = bucket.
+  Result<StagedStep> stage_padded(gpu::Backend& backend, const ForwardBatch& batch,
+                                  const gpu::KvCache& cache, int32_t bucket,
+                                  int32_t context_bound);
+  // The largest bucket stage_padded takes: min(max_tokens, max_seqs, max_logits_rows).
+  int32_t padded_limit() const;
 
   // Activations, all fp32, rows of one token (T = limits.max_tokens rows).
   float* residual() const { return residual_.as<float>(); }  // [T, H]

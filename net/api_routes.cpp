@@ -266,7 +266,9 @@ class ApiRoutes : public HttpHandler {
     server.http_requests = context_->http_requests.load();
     server.requests_rejected = context_->requests_rejected.load();
     const actors::EngineStats stats = context_->engine ? context_->engine->stats() : actors::EngineStats{};
-    responder.respond(200, std::string(kMetricsContentType), metrics_text(stats, server, context_->model_id()));
+    std::string text = metrics_text(stats, server, context_->model_id());
+    if (context_->engine) text += engine_node_metrics_text(context_->engine->engine_nodes(), context_->model_id());
+    responder.respond(200, std::string(kMetricsContentType), std::move(text));
   }
 
   std::shared_ptr<ServerContext> context_;

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,12 +40,18 @@ inline void add_load_format_options(CLI::App* cmd, std::string& load_format,
 // The engine's runtime flags, shared by serve and generate:
 // --no-async-scheduling (lockstep), --step-timeout S, --actor-threads N
 // (request actors' pool), --shared-engine-threads (scheduler and block
-// manager on that pool instead of a thread each).
+// manager on that pool instead of a thread each); and the CUDA step features
+// (each can be switched off if it fails): --cuda-graphs on|off,
+// --cuda-split-k N (0: off), --cuda-prefill-kernel fa2|rowwise,
+// --no-async-uploads.
 struct EngineRuntimeArgs {
   bool no_async_scheduling = false;
   double step_timeout_s = 300.0;
   size_t actor_threads = 2;
   bool shared_engine_threads = false;
+  std::string cuda_graphs = "on", cuda_prefill_kernel = "fa2";
+  int32_t cuda_split_k = 512;
+  bool no_async_uploads = false;
 };
 
 inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
@@ -57,6 +64,18 @@ inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
   cmd->add_flag("--shared-engine-threads", a.shared_engine_threads,
                 "Run the scheduler and block-manager actors on the request actors' threads "
                 "(default: a thread each)");
+  cmd->add_option("--cuda-graphs", a.cuda_graphs,
+                  "CUDA: replay decode steps from CUDA graphs per batch-size bucket")
+      ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--cuda-split-k", a.cuda_split_k,
+                  "CUDA: split-K paged-decode partition in tokens (0: never split)")
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--cuda-prefill-kernel", a.cuda_prefill_kernel,
+                  "CUDA: attention for long prompts: fa2 (tiled, tensor cores) or rowwise "
+                  "(one CTA per query row)")
+      ->check(CLI::IsMember({"fa2", "rowwise"}));
+  cmd->add_flag("--no-async-uploads", a.no_async_uploads,
+                "CUDA: synchronous metadata uploads instead of cudaMemcpyAsync from pinned memory");
 }
 
 template <class EngineOptions>
@@ -65,6 +84,10 @@ void apply_engine_runtime_options(const EngineRuntimeArgs& a, EngineOptions& o) 
   o.step_timeout_s = a.step_timeout_s;
   o.actor_threads = a.actor_threads;
   o.dedicated_engine_threads = !a.shared_engine_threads;
+  o.cuda_graphs = a.cuda_graphs == "on";
+  o.cuda_split_k = a.cuda_split_k;
+  o.cuda_tiled_prefill = a.cuda_prefill_kernel == "fa2";
+  o.async_uploads = !a.no_async_uploads;
 }
 
 void add_inspect_command(CLI::App& app, int& exit_code);
@@ -72,5 +95,7 @@ void add_tokenize_command(CLI::App& app, int& exit_code);
 void add_chat_template_command(CLI::App& app, int& exit_code);
 void add_generate_command(CLI::App& app, int& exit_code);
 void add_serve_command(CLI::App& app, int& exit_code);
+// `pagoda engine MODEL --listen HOST:PORT`: an engine node (docs/scaling.md).
+void add_engine_command(CLI::App& app, int& exit_code);
 
 }  // namespace pagoda::net

@@ -1,4 +1,9 @@
 // `pagoda serve MODEL`: the HTTP/WebSocket server on one port.
+// `pagoda serve [MODEL] --engines HOST:PORT,...`: the same front end over
+// remote engine nodes (actors/remote_engine.hpp; MODEL gives the tokenizer,
+// default: the first node's model path). `pagoda engine MODEL --listen
+// HOST:PORT`: an engine node (actors/engine_node.hpp), with the same server
+// on --port for its own /health and /metrics. docs/scaling.md.
 //
 // Start-up order: the listener starts first with ServerContext::ready false
 // (so /health answers 503 while the model loads), then the engine; only when
@@ -21,6 +26,8 @@
 #include <iostream>
 
 #include "actors/engine.hpp"
+#include "actors/engine_node.hpp"
+#include "actors/remote_engine.hpp"
 #include "gpu/cpu/host_memory.hpp"
 #include "gpu/device.hpp"
 #include "net/api_routes.hpp"
@@ -38,6 +45,9 @@ struct ServeArgs {
   uint64_t kv_cache_memory = 0;  // 0: gpu::cpu::kv_cache_budget decides
   int max_num_seqs = 64, max_num_batched_tokens = 512, max_model_len = 0;
   int idle_timeout_s = 300, header_timeout_s = 30;
+  std::string engines;  // serve: remote engine nodes instead of an in-process engine
+  std::string listen;   // engine: where the node's entry actor is published
+  actors::RouterConfig router;
 };
 
 // <repo>/web: next to the binary's parent (build/pagoda -> ./web), or under
@@ -80,6 +90,40 @@ Result<actors::EngineOptions> engine_options(const ServeArgs& a) {
   return o;
 }
 
+// The engine behind the server: remote nodes (--engines), or in-process
+// (then published as a node with --listen; *node holds it).
+Result<std::shared_ptr<actors::EngineClient>> start_engine(const ServeArgs& a,
+                                                           std::unique_ptr<actors::EngineNode>* node) {
+  if (!a.engines.empty()) {
+    auto nodes = actors::parse_node_list(a.engines);
+    if (!nodes) return nodes.error();
+    actors::RemoteEngineOptions o{a.model, std::move(*nodes), a.router, std::max<size_t>(a.runtime.actor_threads, 1)};
+    auto remote = actors::RemoteEngine::start(o);
+    if (!remote) return remote.error();
+    return std::shared_ptr<actors::EngineClient>(std::move(*remote));
+  }
+  std::vector<actors::NodeAddress> where;
+  if (!a.listen.empty()) {
+    auto parsed = actors::parse_node_list(a.listen);
+    if (!parsed) return make_error("--listen: " + parsed.error().message);
+    if (parsed->size() != 1) return make_error("--listen takes one HOST:PORT");
+    where = std::move(*parsed);
+  }
+  Result<actors::EngineOptions> opts = engine_options(a);
+  if (!opts) return opts.error();
+  Result<std::unique_ptr<actors::Engine>> engine = actors::Engine::start(*opts);
+  if (!engine) return engine.error();
+  std::shared_ptr<actors::Engine> local(std::move(*engine));
+  if (!where.empty()) {
+    const actors::NodeAddress& at = where.front();
+    auto started = actors::EngineNode::start(local, actors::EngineNodeOptions{at.host, at.port});
+    if (!started) return started.error();
+    *node = std::move(*started);
+    std::cout << "pagoda: engine node on " << at.host << ":" << (*node)->port() << std::endl;
+  }
+  return std::shared_ptr<actors::EngineClient>(std::move(local));
+}
+
 Result<void> run_serve(ServeArgs a) {
   sigset_t signals;
   sigemptyset(&signals);
@@ -87,8 +131,6 @@ Result<void> run_serve(ServeArgs a) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // inherited by every thread started below
 
-  Result<actors::EngineOptions> engine_opts = engine_options(a);
-  if (!engine_opts) return engine_opts.error();
   if (a.server.api_key.empty()) {
     if (const char* env = std::getenv("PAGODA_API_KEY")) a.server.api_key = env;
   }
@@ -103,20 +145,22 @@ Result<void> run_serve(ServeArgs a) {
   const std::string url = "http://" + a.server.host + ":" + std::to_string((*server)->port());
   std::cerr << "pagoda: listening on " << url << ", loading " << a.model << "\n";
 
-  Result<std::unique_ptr<actors::Engine>> engine = actors::Engine::start(*engine_opts);
+  std::unique_ptr<actors::EngineNode> node;
+  Result<std::shared_ptr<actors::EngineClient>> engine = start_engine(a, &node);
   if (!engine) {
     (*server)->stop();
     return engine.error();
   }
-  ctx->engine = std::shared_ptr<actors::Engine>(std::move(*engine));
+  ctx->engine = std::move(*engine);
   ctx->ready.store(true, std::memory_order_release);
-  std::cout << "pagoda: serving " << a.model << " on " << url << std::endl;
+  std::cout << "pagoda: serving " << ctx->engine->model_name() << " on " << url << std::endl;
 
   int sig = 0;
   sigwait(&signals, &sig);
   std::cerr << "pagoda: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", shutting down\n";
   ctx->shutting_down.store(true);
   (*server)->stop_accepting();
+  if (node) node->stop();  // front ends see the node go: they retry or end its requests
   ctx->engine->shutdown();
   (*server)->stop();
   std::cerr << "pagoda: stopped\n";
@@ -143,12 +187,17 @@ void add_limit_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--max-response-bytes", s.max_response_bytes, "Largest non-streamed completion body");
 }
 
-}  // namespace
+void add_route_options(CLI::App* cmd, actors::RouterConfig& r) {
+  cmd->add_option("--route-prefix-weight", r.weights.prefix, "Routing: weight of a node's cached prompt prefix");
+  cmd->add_option("--route-load-weight", r.weights.load, "Routing: weight of a node's load (waiting + running)");
+  cmd->add_option("--route-free-weight", r.weights.free, "Routing: weight of a node's free KV blocks");
+  cmd->add_option("--engine-connect-timeout", r.connect_timeout_s, "Seconds to connect to an engine node");
+  cmd->add_option("--engine-report-timeout", r.report_timeout_s,
+                  "Seconds an engine node may take to answer a load poll (3 misses: out of routing)");
+}
 
-void add_serve_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI API) and WebSocket");
-  auto a = std::make_shared<ServeArgs>();
-  cmd->add_option("model", a->model, "A .gguf file or a HuggingFace model directory")->required();
+// The options `serve` and `engine` share (everything but MODEL and the mode).
+void add_server_options(CLI::App* cmd, ServeArgs* a) {
   cmd->add_option("--host", a->server.host, "Address to listen on");
   cmd->add_option("--port", a->server.port, "Port to listen on (0: any free port)");
   cmd->add_option("--api-key", a->server.api_key, "Require this key (default: env PAGODA_API_KEY)");
@@ -170,9 +219,42 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per step at most");
   cmd->add_option("--max-model-len", a->max_model_len, "Context length (0: the model's)");
   add_limit_options(cmd, *a);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("serve", "Serve a model over HTTP (OpenAI API) and WebSocket");
+  auto a = std::make_shared<ServeArgs>();
+  cmd->add_option("model", a->model,
+                  "A .gguf file or a HuggingFace model directory (with --engines: its tokenizer; default: the nodes')");
+  cmd->add_option("--engines", a->engines,
+                  "Run the front end over these engine nodes (HOST:PORT,...; `pagoda engine`) instead of in-process");
+  add_server_options(cmd, a.get());
+  add_route_options(cmd, a->router);
+  cmd->callback([a, &exit_code] {
+    Result<void> r = a->model.empty() && a->engines.empty()
+                         ? Result<void>(make_error("MODEL is required (or --engines HOST:PORT,...)"))
+                         : run_serve(*a);
+    if (!r) {
+      std::cerr << "pagoda serve: " << r.error().message << "\n";
+      exit_code = 1;
+    }
+  });
+}
+
+void add_engine_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("engine", "Run an engine node for `pagoda serve --engines` (docs/scaling.md)");
+  auto a = std::make_shared<ServeArgs>();
+  a->server.port = 0;
+  cmd->add_option("model", a->model, "A .gguf file or a HuggingFace model directory")->required();
+  cmd->add_option("--listen", a->listen,
+                  "HOST:PORT of the node's entry actor (CAF middleman: no TLS or auth, bind a private address)")
+      ->required();
+  add_server_options(cmd, a.get());
   cmd->callback([a, &exit_code] {
     if (Result<void> r = run_serve(*a); !r) {
-      std::cerr << "pagoda serve: " << r.error().message << "\n";
+      std::cerr << "pagoda engine: " << r.error().message << "\n";
       exit_code = 1;
     }
   });

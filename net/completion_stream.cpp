@@ -1,6 +1,8 @@
 // CompletionStream (net/completion_stream.hpp).
 #include "net/completion_stream.hpp"
 
+#include "actors/engine_errors.hpp"
+
 namespace pagoda::net {
 namespace {
 
@@ -157,7 +159,8 @@ void CompletionStream::on_error(const std::string& message) {
   ticket_.reset();
   if (responder_->closed()) return;
   const bool shutting_down = context_->shutting_down.load();
-  ApiError error{shutting_down ? 503 : 500, message, {}, {}};
+  const bool lost = actors::is_engine_unavailable(message);
+  ApiError error{shutting_down || lost ? 503 : 500, message, {}, lost ? std::string(actors::kEngineUnavailable) : ""};
   if (!settings_.stream) {
     responder_->respond(error.status, "application/json", error_json(error));
     return;

@@ -105,6 +105,15 @@ std::string kv_frame(const actors::KvSnapshot& snap, const actors::EngineStats& 
   w.key("prefix_cache").begin_object();
   w.key("queried_tokens").value(p.stats.queried_tokens).key("hit_tokens").value(p.stats.hit_tokens);
   w.end_object();
+  if (!snap.pools.empty()) {  // scale-out: one pool per engine node, as block ranges
+    w.key("pools").begin_array();
+    for (const actors::KvPoolRange& r : snap.pools) {
+      w.begin_object().key("name").value(r.name).key("first").value(r.first_block);
+      w.key("total").value(r.total_blocks).key("used").value(r.used_blocks);
+      w.key("free").value(r.free_blocks).key("cached").value(r.cached_blocks).end_object();
+    }
+    w.end_array();
+  }
   write_blocks(w, snap, visible);
   write_seqs(w, snap, visible);
   w.key("mine").begin_object();
@@ -113,7 +122,7 @@ std::string kv_frame(const actors::KvSnapshot& snap, const actors::EngineStats& 
   return w.end_object().take();
 }
 
-KvStream::KvStream(std::shared_ptr<actors::Engine> engine, std::shared_ptr<WsChannel> channel,
+KvStream::KvStream(std::shared_ptr<actors::EngineClient> engine, std::shared_ptr<WsChannel> channel,
                    Options options, std::function<KvOwnerIds()> mine)
     : state_(std::make_shared<State>()) {
   state_->engine = std::move(engine);

@@ -50,7 +50,7 @@ class KvStream {
   };
   // engine and channel must be non-null; `mine` is called on the stream's
   // thread and must be thread-safe.
-  KvStream(std::shared_ptr<actors::Engine> engine, std::shared_ptr<WsChannel> channel, Options options,
+  KvStream(std::shared_ptr<actors::EngineClient> engine, std::shared_ptr<WsChannel> channel, Options options,
            std::function<KvOwnerIds()> mine);
   ~KvStream();  // = stop()
   KvStream(const KvStream&) = delete;
@@ -63,7 +63,7 @@ class KvStream {
   // What the thread uses; shared so that a stop() from the stream's own
   // thread (a session destroyed there) can detach it safely.
   struct State {
-    std::shared_ptr<actors::Engine> engine;
+    std::shared_ptr<actors::EngineClient> engine;
     std::shared_ptr<WsChannel> channel;
     Options options;
     std::function<KvOwnerIds()> mine;

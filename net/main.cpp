@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   pagoda::net::add_chat_template_command(app, exit_code);
   pagoda::net::add_generate_command(app, exit_code);
   pagoda::net::add_serve_command(app, exit_code);
+  pagoda::net::add_engine_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -86,6 +86,34 @@ class Exposition {
 
 }  // namespace
 
+std::string engine_node_metrics_text(const std::vector<actors::EngineNodeInfo>& nodes, std::string_view model_name) {
+  if (nodes.empty()) return {};
+  Exposition e(model_name);
+  auto each = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
+    e.header(name, type, help);
+    for (const actors::EngineNodeInfo& n : nodes) {
+      e.sample(name, "node=\"" + label_value(n.name) + "\"", number(double(value(n))));
+    }
+  };
+  using N = const actors::EngineNodeInfo&;
+  each("pagoda:engine_node_up", "gauge", "1 while the engine node is in routing.", [](N n) { return n.up; });
+  each("pagoda:engine_node_requests_waiting", "gauge", "Sequence groups waiting on the node (its last report).",
+       [](N n) { return n.waiting; });
+  each("pagoda:engine_node_seqs_running", "gauge", "Sequences running on the node (its last report).",
+       [](N n) { return n.running_seqs; });
+  each("pagoda:engine_node_kv_blocks_total", "gauge", "KV-cache blocks of the node.",
+       [](N n) { return n.kv_blocks_total; });
+  each("pagoda:engine_node_kv_blocks_used", "gauge", "KV-cache blocks the node's sequences hold.",
+       [](N n) { return n.kv_blocks_used; });
+  each("pagoda:engine_node_prefix_cache_hits_total", "counter", "Prompt tokens the node found in its prefix cache.",
+       [](N n) { return n.prefix_hit_tokens; });
+  each("pagoda:engine_node_routed_total", "counter", "Requests this front end sent to the node (retries included).",
+       [](N n) { return n.routed; });
+  each("pagoda:engine_node_prefix_routed_total", "counter",
+       "Requests sent to the node because it cached part of their prompt.", [](N n) { return n.prefix_routed; });
+  return e.take();
+}
+
 std::string metrics_text(const actors::EngineStats& s, const ServerCounters& server, std::string_view model_name) {
   Exposition e(model_name);
   e.gauge("pagoda:num_requests_running", "Requests (sequence groups) running on the engine.", s.running);

@@ -37,4 +37,9 @@ inline constexpr std::string_view kMetricsContentType = "text/plain; version=0.0
 
 std::string metrics_text(const actors::EngineStats& stats, const ServerCounters& server, std::string_view model_name);
 
+// Scale-out front end: per engine node (label node="HOST:PORT") whether it
+// is in routing, its load and KV blocks, and what was routed there. Empty
+// for no nodes.
+std::string engine_node_metrics_text(const std::vector<actors::EngineNodeInfo>& nodes, std::string_view model_name);
+
 }  // namespace pagoda::net

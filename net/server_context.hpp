@@ -42,7 +42,7 @@ struct ServerOptions {
 };
 
 struct ServerContext {
-  std::shared_ptr<actors::Engine> engine;
+  std::shared_ptr<actors::EngineClient> engine;
   ServerOptions options;
   std::atomic<bool> ready{false};          // /health: 503 until the engine is up
   std::atomic<bool> shutting_down{false};  // SIGINT/SIGTERM seen: finish_reason "shutdown"

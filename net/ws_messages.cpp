@@ -164,6 +164,7 @@ const char* ws_error_code_name(WsErrorCode code) {
     case WsErrorCode::binary_frame: return "binary_frame";
     case WsErrorCode::frame_too_big: return "frame_too_big";
     case WsErrorCode::engine_error: return "engine_error";
+    case WsErrorCode::engine_unavailable: return "engine_unavailable";
     case WsErrorCode::internal: return "internal";
   }
   return "internal";
@@ -243,7 +244,7 @@ std::string ws_hello_frame(const ServerContext& context) {
   JsonWriter w;
   w.begin_object().key("type").value("hello").key("v").value(kWsProtocolVersion);
   w.key("model").value(context.model_id());
-  const actors::Engine* engine = context.engine.get();
+  const actors::EngineClient* engine = context.engine.get();
   w.key("max_model_len").value(engine ? engine->max_model_len() : 0);
   w.key("max_prompt_tokens").value(context.prompt_token_limit());
   w.key("max_requests_per_connection").value(context.options.max_requests_per_connection);
@@ -264,7 +265,7 @@ std::string ws_accepted_frame(std::string_view id, int32_t prompt_tokens,
 }
 
 std::string ws_token_frame(std::string_view id, const actors::TokenDelta& delta, bool want_logprobs,
-                           const actors::Engine& engine) {
+                           const actors::EngineClient& engine) {
   JsonWriter w;
   w.begin_object().key("type").value("token").key("id").value(id);
   w.key("index").value(delta.index).key("text").value(delta.text);

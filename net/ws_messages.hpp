@@ -43,6 +43,7 @@ enum class WsErrorCode : uint8_t {
   binary_frame,
   frame_too_big,
   engine_error,
+  engine_unavailable,  // a remote engine node was lost mid-request (docs/scaling.md)
   internal,
 };
 const char* ws_error_code_name(WsErrorCode code);
@@ -86,7 +87,7 @@ std::string ws_accepted_frame(std::string_view id, int32_t prompt_tokens,
 // engine.detokenize (one token each). A delta without a token id carries
 // only its text.
 std::string ws_token_frame(std::string_view id, const actors::TokenDelta& delta, bool want_logprobs,
-                           const actors::Engine& engine);
+                           const actors::EngineClient& engine);
 std::string ws_beams_frame(std::string_view id, const actors::BeamsUpdate& update);
 // shutting_down: an `abort` finish is reported as "shutdown".
 std::string ws_done_frame(std::string_view id, const actors::RequestDone& done, bool shutting_down);

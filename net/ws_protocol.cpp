@@ -29,6 +29,7 @@
 #include <utility>
 #include <variant>
 
+#include "actors/engine_errors.hpp"
 #include "net/kv_stream.hpp"
 #include "net/ws_messages.hpp"
 
@@ -137,13 +138,15 @@ class WsSink final : public actors::RequestSink {
   void on_error(const std::string& message) override {
     ticket_.reset();
     open_->erase(id_, serial_);
-    channel_->send_text(ws_error_frame(id_, WsErrorCode::engine_error, message, true));
+    const bool lost = actors::is_engine_unavailable(message);
+    channel_->send_text(
+        ws_error_frame(id_, lost ? WsErrorCode::engine_unavailable : WsErrorCode::engine_error, message, true));
   }
 
  private:
   ClientLimits::Ticket ticket_;  // this client's in-flight slot, released with the sink
   std::weak_ptr<ServerContext> context_;
-  const actors::Engine* engine_;
+  const actors::EngineClient* engine_;
   size_t max_queued_;  // the session's outgoing queue limit
   std::shared_ptr<WsChannel> channel_;
   std::shared_ptr<OpenRequests> open_;

@@ -159,7 +159,7 @@ inline int64_t num(simdjson::dom::element e) {
 }
 
 // Waits until the engine holds no request and no KV block.
-inline void expect_engine_idle(actors::Engine& engine) {
+inline void expect_engine_idle(actors::EngineClient& engine) {
   actors::EngineStats s;
   for (int i = 0; i < 500; ++i) {
     s = engine.stats();

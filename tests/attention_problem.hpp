@@ -149,6 +149,7 @@ inline PagedAttentionParams attention_params(const Problem& p, const AttentionIo
   a.meta.block_tables = io.tables;
   a.meta.max_blocks_per_seq = p.max_blocks;
   a.meta.max_context_len = *std::max_element(p.ctx.begin(), p.ctx.end());
+  for (const Seq& s : p.seqs) a.meta.max_query_len = std::max(a.meta.max_query_len, s.q_len);
   return a;
 }
 

@@ -26,6 +26,8 @@
 namespace pagoda::actors {
 namespace {
 
+using pagoda::test::test_deadline;
+
 struct GoldenBeam {
   std::vector<int32_t> ids;
   double score = 0.0;
@@ -185,7 +187,7 @@ TEST(EngineBeams, PreemptionKeepsTheBeamsAndCancelReturnsEveryBlock) {
   }
   for (auto& s : sinks) {
     auto f = s->future();
-    ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+    ASSERT_EQ(f.wait_for(test_deadline(std::chrono::seconds(60))), std::future_status::ready);
     EXPECT_TRUE(f.get().second.empty());
   }
   wait_blocks_back(**e);

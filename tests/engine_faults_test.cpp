@@ -20,6 +20,7 @@ namespace {
 
 using pagoda::test::expect_blocks_back;
 using pagoda::test::greedy;
+using pagoda::test::test_deadline;
 
 EngineOptions fault_options(const std::string& path) {
   return pagoda::test::cpu_engine_options(path, model::WeightPrecision::kQuantized, 256, 16, 128);
@@ -59,7 +60,7 @@ class EndSink : public RequestSink {
     ended_ = true;
     promise_.set_value();
   }
-  bool wait(std::chrono::seconds s) { return future_.wait_for(s) == std::future_status::ready; }
+  bool wait(std::chrono::milliseconds s) { return future_.wait_for(s) == std::future_status::ready; }
   FinishReason finish() {
     std::lock_guard<std::mutex> lock(mu_);
     return finish_;
@@ -101,7 +102,7 @@ TEST(EngineFaults, CancelsRightAfterSubmitAreNeverLost) {
   }
   int aborted = 0;
   for (auto& s : sinks) {
-    ASSERT_TRUE(s->wait(std::chrono::seconds(120)));
+    ASSERT_TRUE(s->wait(test_deadline(std::chrono::seconds(120))));
     EXPECT_NE(s->finish(), FinishReason::length);
     aborted += s->finish() == FinishReason::abort;
     EXPECT_LT(s->tokens().size(), 64u);
@@ -136,7 +137,7 @@ TEST(EngineFaults, AFailedStepEndsOnlyItsGroups) {
   fail_at->store(seen->load() + 3);
   auto victim = std::make_shared<EndSink>();
   (*e)->submit(ids_request(prompt(30, 3), 40), victim);
-  ASSERT_TRUE(victim->wait(std::chrono::seconds(120)));
+  ASSERT_TRUE(victim->wait(test_deadline(std::chrono::seconds(120))));
   // It had streamed tokens, so it ends with finish_reason error (on_done).
   EXPECT_EQ(victim->finish(), FinishReason::error);
   EXPECT_LT(victim->tokens().size(), 40u);
@@ -171,7 +172,7 @@ TEST(EngineFaults, WaitingGroupsSurviveAFailedStep) {
   int failed = 0, finished = 0;
   std::vector<int> ok_index;
   for (size_t i = 0; i < sinks.size(); ++i) {
-    ASSERT_TRUE(sinks[i]->wait(std::chrono::seconds(120)));
+    ASSERT_TRUE(sinks[i]->wait(test_deadline(std::chrono::seconds(120))));
     if (sinks[i]->finish() == FinishReason::length) {
       ++finished;
       ok_index.push_back(int(i));
@@ -197,10 +198,13 @@ TEST(EngineFaults, WaitingGroupsSurviveAFailedStep) {
 TEST(EngineFaults, AHungStepTimesOutInsteadOfHanging) {
   PAGODA_REQUIRE_REAL_MODEL(path);
   EngineOptions o = fault_options(path);
-  o.step_timeout_s = 1.0;
-  o.fault_injector = [](uint64_t nth) {
+  // Timeout 1 s and a 4 s hang, both stretched by the sanitizer phases'
+  // deadline scale (a normal step there may take longer than 1 s).
+  const double scale = pagoda::test::deadline_scale();
+  o.step_timeout_s = 1.0 * scale;
+  o.fault_injector = [scale](uint64_t nth) {
     StepFault f;
-    f.delay_s = nth == 2 ? 4.0 : 0.0;
+    f.delay_s = nth == 2 ? 4.0 * scale : 0.0;
     return f;
   };
   auto e = Engine::start(o);
@@ -208,13 +212,13 @@ TEST(EngineFaults, AHungStepTimesOutInsteadOfHanging) {
   auto victim = std::make_shared<EndSink>();
   const auto t0 = std::chrono::steady_clock::now();
   (*e)->submit(ids_request(prompt(30, 4), 40), victim);
-  ASSERT_TRUE(victim->wait(std::chrono::seconds(60)));
+  ASSERT_TRUE(victim->wait(test_deadline(std::chrono::seconds(60))));
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(waited, 3.5);  // the timeout (1 s), not the 4 s hang
+  EXPECT_LT(waited, 3.5 * scale);  // the timeout (1 s), not the 4 s hang
   EXPECT_EQ(victim->finish(), FinishReason::error);  // it had streamed a token
   EXPECT_GE((*e)->stats().timed_out_steps, 1u);
   // Plans sent while the executor still hangs would time out too: wait it out.
-  std::this_thread::sleep_until(t0 + std::chrono::milliseconds(4500));
+  std::this_thread::sleep_until(t0 + std::chrono::milliseconds(int64_t(4500 * scale)));
   const std::vector<int32_t> p = prompt(25, 5);
   auto r = (*e)->generate({ids_request(p, 10)});
   EXPECT_TRUE(r[0].error.empty()) << r[0].error;

@@ -29,6 +29,8 @@
 namespace pagoda::actors {
 namespace {
 
+using pagoda::test::test_deadline;
+
 using pagoda::test::expect_blocks_back;
 
 struct Golden {
@@ -356,7 +358,7 @@ TEST(Engine, ShutsDownWithRequestsInFlight) {
   // ~Engine on another thread than start()'s; a watchdog ends the process if it hangs.
   std::unique_ptr<Engine> engine = std::move(e).value();
   auto done = std::async(std::launch::async, [&engine] { engine.reset(); });
-  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+  if (done.wait_for(test_deadline(std::chrono::seconds(60))) != std::future_status::ready) {
     std::fprintf(stderr, "FAIL: ~Engine did not return within 60 s\n");
     std::_Exit(1);
   }
@@ -375,7 +377,7 @@ TEST(Engine, SubmitAfterShutdownFailsThroughTheSink) {
   r.sampling = greedy(4);
   (*e)->submit(r, sink);
   auto done = sink->done.get_future();
-  ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  ASSERT_EQ(done.wait_for(test_deadline(std::chrono::seconds(10))), std::future_status::ready);
   EXPECT_FALSE(done.get()) << "on_error, not on_done";
 }
 

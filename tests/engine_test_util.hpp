@@ -11,6 +11,7 @@
 
 #include "actors/engine.hpp"
 #include "scheduling_mode.hpp"
+#include "test_deadline.hpp"
 
 namespace pagoda::test {
 
@@ -41,11 +42,12 @@ inline actors::SamplingOptions greedy(int32_t max_tokens) {
   return s;
 }
 
-// Waits (up to ~6 s: the engine settles cancels asynchronously) until no
+// Waits (up to test_deadline(6 s): the engine settles cancels asynchronously) until no
 // request runs or waits and no block is used; then checks it.
 inline void expect_blocks_back(actors::Engine& e) {
   actors::EngineStats s{};
-  for (int i = 0; i < 300; ++i) {
+  const auto until = std::chrono::steady_clock::now() + test_deadline(std::chrono::seconds(6));
+  while (std::chrono::steady_clock::now() < until) {
     s = e.stats();
     if (s.running == 0 && s.waiting == 0 && s.kv_blocks_used == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

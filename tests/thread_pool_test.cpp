@@ -3,8 +3,11 @@
 // chunk of call i+1), the sleeping path (spin 0) and the spinning path.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -34,6 +37,46 @@ TEST(ThreadPool, CoversEveryIndexOnceSpinning) {
   ThreadPool pool(3, 1000);
   EXPECT_EQ(pool.size(), 3u);
   check_coverage(pool, 3000);
+}
+
+// Oversubscribed (more threads than cores, so workers are preempted at any
+// instruction) with chunk counts alternating small and large: a worker that
+// read the state of a 2-chunk call and was preempted before claiming must
+// not claim anything of the next 32-chunk call (before the fix it compared
+// its stale index with the new call's chunk count, ran a chunk twice and
+// left the caller spinning on a wrapped pending count).
+TEST(ThreadPool, StaleWorkerNeverClaimsTheNextCall) {
+  const size_t threads = std::max<size_t>(8, 4 * std::thread::hardware_concurrency());
+  ThreadPool pool(threads, 20);
+  const size_t big = pool.size() * 4;
+  std::vector<std::atomic<int>> hits(big);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  // The bug's symptom is a hang: a watchdog turns it into a failure.
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 600 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!done.load()) {
+      std::fprintf(stderr, "StaleWorkerNeverClaimsTheNextCall: parallel_for hung (stale claim)\n");
+      std::abort();
+    }
+  });
+  int calls = 0;
+  for (; std::chrono::steady_clock::now() < deadline; ++calls) {
+    const size_t n = (calls % 2 == 0) ? 2 : big;
+    for (size_t i = 0; i < n; ++i) hits[i].store(0, std::memory_order_relaxed);
+    pool.parallel_for(n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+    });
+    bool once = true;
+    for (size_t i = 0; i < n; ++i) once = once && hits[i].load() == 1;
+    if (!once) {
+      ADD_FAILURE() << "call " << calls << ": an index ran twice or never";
+      break;
+    }
+  }
+  done = true;
+  watchdog.join();
+  EXPECT_GT(calls, 1000);
 }
 
 TEST(ThreadPool, CoversEveryIndexOnceSleeping) {

@@ -6,6 +6,8 @@
 //                [--rows load,parallel,parallel_mixed,contiguous,beam,streams]
 //                [--backend cpu|cuda|auto] [--load-format auto|dummy] [--dummy-dtype D]
 //                [--streams 1,16,64,256] [--stream-prompt 128] [--stream-tokens 128]
+//                [--cuda-graphs on|off] [--cuda-split-k N] [--cuda-prefill-kernel fa2|rowwise]
+//                [--no-async-uploads]   (the CUDA step features, as for serve/generate)
 //
 // Rows:
 //   load        : --prompts requests (std::mt19937 seed 42: prompt lengths
@@ -71,6 +73,8 @@ struct Args {
   std::string backend = "cpu", load_format = "auto", dummy_dtype = "auto";
   std::vector<int32_t> streams = {1, 16, 64, 256};
   int32_t stream_prompt = 128, stream_tokens = 128;
+  bool cuda_graphs = true, cuda_tiled_prefill = true, async_uploads = true;
+  int32_t cuda_split_k = 512;
   bool row(const std::string& name) const { return ("," + rows + ",").find("," + name + ",") != std::string::npos; }
 };
 
@@ -85,9 +89,18 @@ Args parse(int argc, char** argv) {
   Args a;
   const char* home = std::getenv("HOME");
   a.model = std::string(home ? home : "") + "/.cache/pagoda/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
+    if (std::string(argv[i]) == "--no-async-uploads") {  // the one flag without a value
+      a.async_uploads = false;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) break;
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--model") a.model = v;
+    else if (k == "--cuda-graphs") a.cuda_graphs = v != "off";
+    else if (k == "--cuda-split-k") a.cuda_split_k = std::stoi(v);
+    else if (k == "--cuda-prefill-kernel") a.cuda_tiled_prefill = v != "rowwise";
     else if (k == "--prompts") a.prompts = std::stoi(v);
     else if (k == "--kv-blocks") a.kv_blocks = std::stoi(v);
     else if (k == "--block-size") a.block_size = std::stoi(v);
@@ -150,6 +163,10 @@ EngineOptions base(const Args& a) {
   o.max_num_seqs = 64;
   o.max_num_batched_tokens = 512;
   o.max_model_len = 8192;
+  o.cuda_graphs = a.cuda_graphs;
+  o.cuda_split_k = a.cuda_split_k;
+  o.cuda_tiled_prefill = a.cuda_tiled_prefill;
+  o.async_uploads = a.async_uploads;
   return o;
 }
 
@@ -381,9 +398,12 @@ int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   std::printf("{\n  \"model\": \"%s\", \"backend\": \"%s\", \"load_format\": \"%s\", "
               "\"dummy_dtype\": \"%s\", \"precision\": \"quantized\", "
-              "\"block_size\": %d, \"max_num_seqs\": 64, \"max_num_batched_tokens\": 512,\n",
+              "\"block_size\": %d, \"max_num_seqs\": 64, \"max_num_batched_tokens\": 512,\n"
+              "  \"cuda_features\": {\"graphs\": %s, \"split_k\": %d, \"prefill_kernel\": \"%s\", "
+              "\"async_uploads\": %s},\n",
               a.model.c_str(), a.backend.c_str(), a.load_format.c_str(), a.dummy_dtype.c_str(),
-              a.block_size);
+              a.block_size, a.cuda_graphs ? "true" : "false", a.cuda_split_k,
+              a.cuda_tiled_prefill ? "fa2" : "rowwise", a.async_uploads ? "true" : "false");
   if (a.row("streams")) streams_row(a);
   if (a.row("load")) load_row(a);
   std::fflush(stdout);

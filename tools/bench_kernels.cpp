@@ -3,6 +3,9 @@
 //    (F32 on the CPU backend): achieved bandwidth = bytes of K/V read + q
 //    read + out written per second, and its fraction of the device's peak
 //    (2 x memory clock x bus width, from cudaDeviceGetAttribute);
+//  - prefill attention (CUDA): the tiled tensor-core kernel and the row
+//    kernel on a 2048-token prompt and a 512-token chunk over 3584 cached
+//    tokens, Llama-3-8B heads: TFLOP/s;
 //  - sampling (top_k/top_p rows over a 49152 vocabulary): time per call;
 //  - matmul through cuBLAS (BF16 weights): TFLOP/s;
 //  - CPU quantized matmul (the int8 kernels, every ISA variant this CPU
@@ -28,6 +31,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/backend.hpp"
@@ -157,6 +161,53 @@ std::string attention_case(Backend& be, const AttnShape& s, KvDtype dtype, int p
   std::fprintf(stderr, "%s\n", line);
   return line;
 }
+
+#if PAGODA_HAVE_CUDA
+// Prefill attention of one sequence: q_len new rows over ctx - q_len cached
+// keys (causal), Llama-3-8B heads, through a backend whose options pick the
+// kernel (tiled tensor-core or row kernel). TFLOP/s counts QK^T and PV over
+// the keys each row attends: 4 * D * Hq * sum_i (ctx - q_len + i + 1).
+std::string prefill_case(Backend& be, const char* kernel, int ctx, int q_len, int iters) {
+  const AttnShape s{"prefill", 1, ctx, 32, 8, 128, 16};
+  const int blocks = (ctx + s.BS - 1) / s.BS;
+  const KvCacheLayout L{s.Hk, s.D, s.BS, blocks};
+  const size_t cache_bytes = size_t(L.layer_elements() * 2);
+  DeviceBuffer kc = must(be.allocate(cache_bytes)), vc = must(be.allocate(cache_bytes));
+  fill(be, kc, KvDtype::kBF16, 1);
+  fill(be, vc, KvDtype::kBF16, 2);
+  std::vector<int32_t> ids(static_cast<size_t>(blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(3));
+  const std::vector<int32_t> qsl = {0, q_len}, ctxs = {ctx};
+  std::vector<float> q(size_t(q_len) * s.Hq * s.D, 0.1f);
+  DeviceBuffer qb = put(be, q), ob = put(be, q), tb = put(be, ids), sb = put(be, qsl),
+               cb = put(be, ctxs);
+  PagedAttentionParams a;
+  a.q = qb.as<const float>();
+  a.q_stride = int64_t{s.Hq} * s.D;
+  a.out = ob.as<float>();
+  a.k_cache = kc.data();
+  a.v_cache = vc.data();
+  a.layout = L;
+  a.dtype = KvDtype::kBF16;
+  a.num_q_heads = s.Hq;
+  a.scale = 1.0f / std::sqrt(float(s.D));
+  a.partition_size = 0;
+  a.meta = {q_len, 1, sb.as<const int32_t>(), cb.as<const int32_t>(), tb.as<const int32_t>(),
+            blocks, ctx};
+  a.meta.max_query_len = q_len;
+  const double sec = time_calls(be, iters, [&] { be.paged_attention(a); });
+  const double keys = double(q_len) * (ctx - q_len) + double(q_len) * (q_len + 1) / 2;
+  const double tflops = 4.0 * s.D * s.Hq * keys / sec / 1e12;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "{\"kernel\":\"%s\",\"ctx\":%d,\"q_len\":%d,\"Hq\":32,\"Hk\":8,\"D\":128,"
+                "\"us\":%.2f,\"tflop_per_s\":%.2f}",
+                kernel, ctx, q_len, sec * 1e6, tflops);
+  std::fprintf(stderr, "%s\n", line);
+  return line;
+}
+#endif
 
 std::string sampling_case(Backend& be, int rows, int vocab, int iters) {
   std::vector<float> logits(size_t(rows) * vocab);
@@ -312,7 +363,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--cpu-matmul-only")) cpu_matmul_only = true;
   }
   std::fprintf(stderr, "bench_kernels: %s\n", cpu::cpu_isa_summary().c_str());
-  std::vector<std::string> attn, sampling, matmul, cpu_matmul;
+  std::vector<std::string> attn, prefill, sampling, matmul, cpu_matmul;
   std::string device = "none", reason;
   double peak_bps = 0;
   const DeviceInfo info = cpu_matmul_only ? DeviceInfo{} : probe_devices();
@@ -336,6 +387,20 @@ int main(int argc, char** argv) {
         for (int P : {0, -1, 512}) {
           attn.push_back(attention_case(gpu, s, KvDtype::kBF16, P, peak_bps, iters));
         }
+      }
+      // The tiled prefill kernel (skipped when the environment turned it off)
+      // against the row kernel, on the whole-prompt and chunked cases.
+      BackendOptions row_opts;
+      row_opts.tiled_prefill = false;
+      auto rowwise = cuda::CudaBackend::create(row_opts);
+      for (auto [ctx, q_len] : {std::pair{2048, 2048}, std::pair{4096, 512}}) {
+        if (!step_feature_env().rowwise_prefill) {
+          prefill.push_back(prefill_case(gpu, "fa2", ctx, q_len, iters));
+        }
+        if (rowwise) prefill.push_back(prefill_case(**rowwise, "rowwise", ctx, q_len, iters));
+      }
+      if (rowwise) {
+        if (auto ok = (*rowwise)->check(); !ok) reason = ok.error().message;
       }
       sampling.push_back(sampling_case(gpu, 64, 49152, iters));
       for (int64_t M : {1, 64, 512}) {
@@ -369,7 +434,8 @@ int main(int argc, char** argv) {
   std::string out = "{\n  \"device\": \"" + escape(device) + "\",\n  \"note\": \"" +
                     escape(reason) +
                     "\",\n  \"peak_gb_per_s\": " + std::to_string(peak_bps / 1e9) +
-                    ",\n  \"attention\": " + join(attn) + ",\n  \"sampling\": " +
+                    ",\n  \"attention\": " + join(attn) + ",\n  \"prefill\": " + join(prefill) +
+                    ",\n  \"sampling\": " +
                     join(sampling) + ",\n  \"matmul\": " + join(matmul) +
                     ",\n  \"cpu_quant_matmul\": " + join(cpu_matmul) + "\n}\n";
   std::fputs(out.c_str(), stdout);

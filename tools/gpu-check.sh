@@ -22,24 +22,43 @@
 #                 those found outside the bundle, the C runtime and CUDA
 #                 flagged (libs.json)
 #   cpu_smoke     pagoda generate on the tiny model (CPU backend), twice: equal
-#   op_tests      every CUDA kernel against its CPU twin (cuda_*_gpu_test,
-#                 device_gpu_test; gtest XML)
+#   op_tests      every CUDA kernel against its CPU twin (cuda_*_gpu_test
+#                 but the tiled prefill's, device_gpu_test; gtest XML); a
+#                 failed split-K case turns split-K off, a failed
+#                 cuda_async_upload_gpu_test the asynchronous uploads
+#   feat_prefill  cuda_prefill_attention_gpu_test: the tensor-core tiled
+#                 prefill kernel (failed: --cuda-prefill-kernel rowwise)
+#   feat_graphs   model_graph_gpu_test: CUDA graphs of decode steps against
+#                 eager launches (failed: --cuda-graphs off)
 #   e2e           model_cuda_gpu_test (CUDA vs CPU logits: prefill, chunked
 #                 prefill, decode, shuffled block tables) and
 #                 engine_cuda_gpu_test (mixed batch, n > 1, beams, prefix
-#                 hits, greedy agreement, blocks back), on the tiny model
+#                 hits, greedy agreement, blocks back), on the tiny model;
+#                 failed with a step feature on: again as e2e_fallback with
+#                 every feature off, and when that passes they stay off
 #   cuda_generate pagoda generate --backend cuda vs --backend cpu, greedy
+#                 (failed: cuda_generate_fallback, features off, likewise)
 #   perf_kernels  bench_kernels --quick (paged-decode bandwidth at 64 x 2k,
-#                 Llama-3-8B heads; sampling; cuBLAS GEMMs) -> bench.json
+#                 Llama-3-8B heads; prefill attention, tiled vs row kernel;
+#                 sampling; cuBLAS GEMMs) -> bench.json
 #   perf_engine   bench_engine --rows streams, Llama-3-8B shape, dummy BF16
 #                 weights, 1/16/64/256 concurrent streams -> engine.json
 #                 (without a GPU: the tiny shape on the CPU, 1 and 4 streams,
-#                 to exercise the harness)
+#                 to exercise the harness); failed on the GPU with a feature
+#                 on: perf_engine_fallback with every feature off
 #   step_profile  the same engine at 64 streams, 32 new tokens, with
 #                 PAGODA_CUDA_PROFILE (gpu/cuda/op_profile.cuh): GPU ms per op
 #                 category (GEMMs, attention, sampling, KV writes, other) and
 #                 the host gaps, per synchronisation window -> step_profile.json
 #                 (a separate run: the events slow the step a little)
+# CUDA step features (graphs, split-K, tiled prefill, async uploads): each
+# phase that shows one broken turns it off for every later phase, as flags
+# for pagoda and bench_engine (--cuda-graphs off, --cuda-split-k 0,
+# --cuda-prefill-kernel rowwise, --no-async-uploads) and as environment for
+# the GPU tests (PAGODA_CUDA_GRAPHS=off, PAGODA_CUDA_SPLIT_K=0,
+# PAGODA_CUDA_PREFILL_KERNEL=rowwise, PAGODA_CUDA_ASYNC_UPLOADS=off; see
+# gpu::step_feature_env); OUT_DIR/features.json (also in summary.json) says
+# which are on and why any went off.
 # Without a GPU the CUDA phases print why they skip and the GPU tests skip
 # themselves. Exit status: 0 when no phase failed.
 set -u -o pipefail
@@ -116,6 +135,7 @@ def load(name):
     except Exception:
         return None
 s["libs"] = load("libs.json")
+s["features"] = load("features.json")
 bench = load("bench.json")
 s["bench_kernels"] = bench
 perf = {}
@@ -125,6 +145,9 @@ if bench:
             perf["decode_attention_64x2k_partition_%d" % a["partition"]] = {
                 "us": a["us"], "gb_per_s": a["gb_per_s"],
                 "fraction_of_4_8_TBps": round(a["gb_per_s"] / 4800.0, 4)}
+for a in (bench or {}).get("prefill", []):
+    perf["prefill_attention_%s_ctx%d_q%d" % (a["kernel"], a["ctx"], a["q_len"])] = {
+        "us": a["us"], "tflop_per_s": a["tflop_per_s"]}
 engine = load("engine.json")
 if engine and "streams" in engine:
     perf["engine"] = {"model": engine.get("model"), "backend": engine.get("backend"),
@@ -160,9 +183,11 @@ phase() {
     "$name" "$status" "$rc" $(( $(date +%s) - t )) "$name" >> "$OUT_DIR/phases.jsonl"
   tail -4 "$OUT_DIR/$name.log" | sed 's/^/    /'
   say "$name: $status (rc $rc)"
+  LAST_STATUS=$status
   summarize
 }
 skip() {
+  LAST_STATUS=skipped
   say "$1: skipped: $2"
   printf '{"phase": "%s", "status": "skipped", "rc": 0, "seconds": 0, "reason": "%s"}\n' \
     "$1" "$2" >> "$OUT_DIR/phases.jsonl"
@@ -173,6 +198,69 @@ needs_gpu() {  # NAME: true when the phase may run
   skip "$1" "no GPU: $NO_GPU_REASON"
   return 1
 }
+
+# ---- CUDA step features -------------------------------------------------------------
+FEAT_GRAPHS=on FEAT_SPLIT_K=512 FEAT_PREFILL=fa2 FEAT_ASYNC=on
+FEAT_WHY=""
+write_features() {
+  python3 - "$OUT_DIR/features.json" "$FEAT_GRAPHS" "$FEAT_SPLIT_K" "$FEAT_PREFILL" "$FEAT_ASYNC" "$FEAT_WHY" <<'PY'
+import json, sys
+path, graphs, split_k, prefill, asyn, why = sys.argv[1:7]
+json.dump({"graphs": graphs, "split_k": int(split_k), "prefill_kernel": prefill,
+           "async_uploads": asyn, "turned_off": [w for w in why.split("|") if w]},
+          open(path, "w"), indent=2)
+PY
+}
+feature_off() {  # NAME REASON: off for every later phase
+  case $1 in
+    graphs) [[ $FEAT_GRAPHS == off ]] && return; FEAT_GRAPHS=off; export PAGODA_CUDA_GRAPHS=off ;;
+    split_k) [[ $FEAT_SPLIT_K == 0 ]] && return; FEAT_SPLIT_K=0; export PAGODA_CUDA_SPLIT_K=0 ;;
+    prefill) [[ $FEAT_PREFILL == rowwise ]] && return; FEAT_PREFILL=rowwise; export PAGODA_CUDA_PREFILL_KERNEL=rowwise ;;
+    async) [[ $FEAT_ASYNC == off ]] && return; FEAT_ASYNC=off; export PAGODA_CUDA_ASYNC_UPLOADS=off ;;
+  esac
+  say "CUDA step feature $1 OFF from now on: $2"
+  FEAT_WHY="$FEAT_WHY|$1: $2"
+  export FEAT_GRAPHS FEAT_SPLIT_K FEAT_PREFILL FEAT_ASYNC
+  write_features
+}
+all_features_off() { local f; for f in graphs split_k prefill async; do feature_off "$f" "$1"; done; }
+any_feature_on() { [[ $FEAT_GRAPHS == on || $FEAT_SPLIT_K != 0 || $FEAT_PREFILL == fa2 || $FEAT_ASYNC == on ]]; }
+feature_flags() {  # the flags for pagoda and bench_engine
+  echo "--cuda-graphs $FEAT_GRAPHS --cuda-split-k $FEAT_SPLIT_K --cuda-prefill-kernel $FEAT_PREFILL"
+  [[ $FEAT_ASYNC == off ]] && echo "--no-async-uploads"
+  return 0
+}
+# CMD... with every feature off (environment; flags come from feature_flags).
+features_off_env() {
+  PAGODA_CUDA_GRAPHS=off PAGODA_CUDA_SPLIT_K=0 PAGODA_CUDA_PREFILL_KERNEL=rowwise \
+    PAGODA_CUDA_ASYNC_UPLOADS=off FEAT_GRAPHS=off FEAT_SPLIT_K=0 FEAT_PREFILL=rowwise \
+    FEAT_ASYNC=off "$@"
+}
+# Which features failed cases of op_tests implicate (split-K cases, async uploads).
+op_test_suspects() {
+  python3 - "$OUT_DIR/gtest" <<'PY'
+import glob, os, sys
+import xml.etree.ElementTree as ET
+out = set()
+for path in glob.glob(os.path.join(sys.argv[1], "*.xml")):
+    prog = os.path.basename(path)[:-4]
+    try:
+        cases = list(ET.parse(path).getroot().iter("testcase"))
+    except ET.ParseError:
+        continue
+    for c in cases:
+        if c.find("failure") is None:
+            continue
+        name = c.get("name", "")
+        if prog == "cuda_async_upload_gpu_test":
+            out.add("async")
+        if "Split" in name or "Partition" in name:
+            out.add("split_k")
+print(" ".join(sorted(out)))
+PY
+}
+export FEAT_GRAPHS FEAT_SPLIT_K FEAT_PREFILL FEAT_ASYNC
+write_features
 
 # ---- phases ---------------------------------------------------------------------------
 unpack() {
@@ -214,8 +302,9 @@ environment() {
 TINY=$BUNDLE/model/tiny
 gen() {  # gen BACKEND [args...]: greedy JSON output of the tiny model
   local backend=$1; shift
+  # shellcheck disable=SC2046  # feature_flags is a word list
   pg "$RUN/bin/pagoda" generate "$TINY" --backend "$backend" --prompt "The quick brown fox" \
-    --max-tokens 24 --ignore-eos --kv-cache-memory $((32 << 20)) --json "$@"
+    --max-tokens 24 --ignore-eos --kv-cache-memory $((32 << 20)) --json $(feature_flags) "$@"
 }
 cpu_smoke() {
   gen cpu > "$OUT_DIR/cpu_a.json" && gen cpu > "$OUT_DIR/cpu_b.json" || return 1
@@ -250,9 +339,10 @@ PY
 
 perf_engine() {
   if [[ $HAVE_GPU == 1 ]]; then
+    # shellcheck disable=SC2046
     pg "$RUN/bin/bench_engine" --rows streams --backend cuda --load-format dummy \
       --model "$BUNDLE/configs/llama-3-8b" --streams "$STREAMS" --kv-blocks 4608 \
-      --stream-prompt 128 --stream-tokens 128 > "$OUT_DIR/engine.json.tmp"
+      --stream-prompt 128 --stream-tokens 128 $(feature_flags) > "$OUT_DIR/engine.json.tmp"
   else
     echo "no GPU ($NO_GPU_REASON): the harness on the CPU, tiny shape, 1 and 4 streams"
     pg "$RUN/bin/bench_engine" --rows streams --backend cpu --load-format dummy \
@@ -267,12 +357,14 @@ perf_engine() {
 
 # The phases run in child shells (under timeout): they get these.
 export BUNDLE OUT_DIR RUN STREAMS CUDA_LIBS HAVE_GPU NO_GPU_REASON TINY
-export -f pg unpack environment gen cpu_smoke gtests cuda_generate perf_engine
+export -f pg unpack environment gen cpu_smoke gtests cuda_generate perf_engine feature_flags \
+  features_off_env
 
 step_profile() {
+  # shellcheck disable=SC2046  # (graphs stay eager while profiling: every op is timed)
   PAGODA_CUDA_PROFILE=$OUT_DIR/step_profile.json pg "$RUN/bin/bench_engine" --rows streams \
     --backend cuda --load-format dummy --model "$BUNDLE/configs/llama-3-8b" --streams 64 \
-    --kv-blocks 1024 --stream-prompt 128 --stream-tokens 32 || return 1
+    --kv-blocks 1024 --stream-prompt 128 --stream-tokens 32 $(feature_flags) || return 1
   cat "$OUT_DIR/step_profile.json"
 }
 export -f step_profile
@@ -282,12 +374,36 @@ phase unpack 60 unpack
 phase env 30 environment
 phase cpu_smoke 60 cpu_smoke
 OP_TESTS=()
-for f in "$RUN"/bin/cuda_*_gpu_test "$RUN"/bin/device_gpu_test; do [[ -x $f ]] && OP_TESTS+=("$(basename "$f")"); done
+for f in "$RUN"/bin/cuda_*_gpu_test "$RUN"/bin/device_gpu_test; do
+  [[ -x $f && $(basename "$f") != cuda_prefill_attention_gpu_test ]] && OP_TESTS+=("$(basename "$f")")
+done
 phase op_tests 150 gtests "${OP_TESTS[@]}"
-phase e2e 120 env PAGODA_GPU_MODEL="$TINY" bash -c 'gtests model_cuda_gpu_test engine_cuda_gpu_test'
-needs_gpu cuda_generate && phase cuda_generate 45 cuda_generate
+if [[ $LAST_STATUS == failed ]]; then
+  for f in $(op_test_suspects); do feature_off "$f" "op_tests: its cases failed"; done
+fi
+phase feat_prefill 60 gtests cuda_prefill_attention_gpu_test
+[[ $LAST_STATUS == failed ]] && feature_off prefill "cuda_prefill_attention_gpu_test failed"
+phase feat_graphs 60 gtests model_graph_gpu_test
+[[ $LAST_STATUS == failed ]] && feature_off graphs "model_graph_gpu_test failed"
+E2E='env PAGODA_GPU_MODEL="$TINY" bash -c "gtests model_cuda_gpu_test engine_cuda_gpu_test"'
+phase e2e 120 bash -c "$E2E"
+if [[ $LAST_STATUS == failed ]] && any_feature_on; then
+  phase e2e_fallback 90 features_off_env bash -c "$E2E"
+  [[ $LAST_STATUS == ok ]] && all_features_off "e2e failed with them, passed without"
+fi
+if needs_gpu cuda_generate; then
+  phase cuda_generate 45 cuda_generate
+  if [[ $LAST_STATUS == failed ]] && any_feature_on; then
+    phase cuda_generate_fallback 45 features_off_env cuda_generate
+    [[ $LAST_STATUS == ok ]] && all_features_off "cuda_generate failed with them, passed without"
+  fi
+fi
 phase perf_kernels 90 pg "$RUN/bin/bench_kernels" --quick --json "$OUT_DIR/bench.json"
 phase perf_engine 240 perf_engine
+if [[ $LAST_STATUS == failed && $HAVE_GPU == 1 ]] && any_feature_on; then
+  cp "$OUT_DIR/engine.json" "$OUT_DIR/engine_with_features.json" 2> /dev/null
+  phase perf_engine_fallback 150 features_off_env perf_engine
+fi
 needs_gpu step_profile && phase step_profile 120 step_profile
 
 summarize

@@ -17,8 +17,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The state word: generation (32 bits) | chunks of that call (16) | next chunk (16).
+// The chunk count lives in the word a worker claims with, so a worker that
+// still holds a word of an earlier generation can never compare it with a
+// later call's count (it once did: it then claimed a chunk of a call not yet
+// published, and the caller's pending count wrapped: a hang; found by TSan).
+constexpr uint64_t kChunkMask = 0xFFFF;
 uint32_t gen_of(uint64_t s) { return static_cast<uint32_t>(s >> 32); }
-uint32_t index_of(uint64_t s) { return static_cast<uint32_t>(s); }
+uint32_t chunks_of(uint64_t s) { return static_cast<uint32_t>((s >> 16) & kChunkMask); }
+uint32_t index_of(uint64_t s) { return static_cast<uint32_t>(s & kChunkMask); }
 
 long env_long(const char* name, long fallback) {
   const char* v = std::getenv(name);
@@ -49,7 +56,7 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::drain(uint32_t gen) {
   uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
-    if (gen_of(s) != gen || index_of(s) >= num_chunks_.load(std::memory_order_relaxed)) return;
+    if (gen_of(s) != gen || index_of(s) >= chunks_of(s)) return;
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
                                       std::memory_order_acquire)) {
       continue;  // s reloaded
@@ -92,7 +99,7 @@ void ThreadPool::worker_loop() {
 
 void ThreadPool::run(size_t n, size_t min_chunk, Call call, const void* fn) {
   if (n == 0) return;
-  const size_t max_chunks = size() * 4;
+  const size_t max_chunks = std::min<size_t>(size() * 4, kChunkMask);
   const size_t chunk = std::max(std::max<size_t>(min_chunk, 1), (n + max_chunks - 1) / max_chunks);
   if (workers_.empty() || chunk >= n) {
     call(fn, 0, n);
@@ -103,10 +110,9 @@ void ThreadPool::run(size_t n, size_t min_chunk, Call call, const void* fn) {
   fn_.store(fn, std::memory_order_relaxed);
   n_.store(n, std::memory_order_relaxed);
   chunk_.store(chunk, std::memory_order_relaxed);
-  num_chunks_.store(chunks, std::memory_order_relaxed);
   pending_.store(chunks, std::memory_order_relaxed);
   const uint32_t gen = gen_of(state_.load(std::memory_order_relaxed)) + 1;
-  state_.store(uint64_t{gen} << 32);  // seq_cst: ordered before the sleepers_ check
+  state_.store(uint64_t{gen} << 32 | uint64_t{chunks} << 16);  // seq_cst: before the sleepers_ check
   if (sleepers_.load() > 0) {
     { std::lock_guard<std::mutex> lock(mu_); }
     work_cv_.notify_all();

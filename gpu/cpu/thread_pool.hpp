@@ -11,7 +11,7 @@
 //
 // Cost per call (the forward pass makes ~15 per layer): no allocation, no lock
 // and no system call while the workers are awake. Chunks are claimed with one
-// compare-and-swap on a word that holds (generation, next chunk), so a worker
+// compare-and-swap on a word that holds (generation, chunk count, next chunk), so a worker
 // late from an earlier call can never claim a chunk of the next one. Between
 // calls the workers spin (pause) for spin_us microseconds and only then sleep
 // on a condition variable; the caller spins while the last chunks finish
@@ -73,13 +73,14 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   int spin_us_;
-  // (generation << 32) | next chunk index. Written by the owner to publish a
-  // call (seq_cst), advanced by CAS by whoever claims a chunk.
+  // (generation << 32) | (chunks << 16) | next chunk index. Written by the
+  // owner to publish a call (seq_cst), advanced by CAS by whoever claims a
+  // chunk; a claim is valid only while the word's generation is current.
   std::atomic<uint64_t> state_{0};
   // The published call; stable while its generation has chunks pending.
   std::atomic<Call> call_{nullptr};
   std::atomic<const void*> fn_{nullptr};
-  std::atomic<size_t> n_{0}, chunk_{1}, num_chunks_{0};
+  std::atomic<size_t> n_{0}, chunk_{1};
   std::atomic<size_t> pending_{0};  // chunks of the current call not finished
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};

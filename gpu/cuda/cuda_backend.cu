@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -31,7 +32,11 @@ Result<void> check_range(size_t buffer_bytes, size_t offset, size_t bytes, const
 
 }  // namespace
 
-CudaBackend::CudaBackend(const BackendOptions& options) : limit_(options.memory_limit_bytes) {}
+CudaBackend::CudaBackend(const BackendOptions& options)
+    : limit_(options.memory_limit_bytes),
+      async_uploads_(options.async_uploads),
+      tiled_prefill_(options.tiled_prefill),
+      tiled_min_rows_(std::max<int32_t>(options.tiled_prefill_min_rows, 1)) {}
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const BackendOptions& options) {
   const ProbeResult probed = probe();
@@ -136,6 +141,10 @@ void CudaBackend::release(void* ptr, size_t bytes) noexcept {
 
 Result<void*> CudaBackend::ensure(Scratch& s, size_t bytes) {
   if (bytes <= s.bytes) return s.ptr;
+  if (capturing_) {
+    return make_error("cuda: scratch would grow during graph capture (run the ops eagerly first)");
+  }
+  ++scratch_epoch_;  // graphs captured with the old buffer are stale now
   free_scratch(s);
   const size_t want = bytes + bytes / 4;  // some headroom against regrowth
   void* ptr = nullptr;
@@ -188,6 +197,7 @@ Result<PinnedBuffer> CudaBackend::allocate_pinned(size_t bytes) {
 // Errors of the queued copy itself surface at the next synchronize/download.
 Result<void> CudaBackend::upload_async(DeviceBuffer& dst, size_t dst_offset, const void* src,
                                        size_t bytes) {
+  if (!async_uploads_) return upload(dst, dst_offset, src, bytes);
   PAGODA_CUDA_TRY(check_range(dst.size(), dst_offset, bytes, "upload_async"));
   if (bytes == 0) return {};
   return check_cuda(cudaMemcpyAsync(static_cast<char*>(dst.data()) + dst_offset, src, bytes,
@@ -237,12 +247,17 @@ void CudaBackend::kv_cache_write(const KvCacheWriteParams& p) {
   record(launch_kv_cache_write(p, stream_));
 }
 
+// Sequences with >= tiled_min_rows_ query rows go to the tiled prefill
+// kernel when it is on and supports the shape; the rest to the row kernel.
 void CudaBackend::paged_attention(const PagedAttentionParams& p) {
   const int32_t partition = attention_partition_size(p, sm_count_);
   auto scratch = ensure(attention_scratch_, attention_scratch_bytes(p, partition));
   if (!scratch) return record(scratch.error());
+  const bool tiled = tiled_prefill_ && p.meta.max_query_len >= tiled_min_rows_ &&
+                     tiled_prefill_supported(p);
   PAGODA_PROFILE(kAttention);
-  record(launch_paged_attention(p, partition, *scratch, stream_));
+  record(launch_paged_attention(p, partition, *scratch, stream_, tiled ? tiled_min_rows_ : 0));
+  if (tiled) record(launch_tiled_prefill(p, tiled_min_rows_, stream_));
 }
 
 void CudaBackend::sample(const SamplingParams& p) {

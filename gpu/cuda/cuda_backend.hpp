@@ -6,6 +6,10 @@
 // Scratch for split-K attention, sampling and matmul is grow-only, owned by
 // the backend and not counted against the cap.
 //
+// Step features (BackendOptions): async_uploads, tiled_prefill (the
+// FlashAttention-2 style kernel of prefill_attention.cu for long prompts) and
+// capture()/replay() (CUDA graphs) can each be switched off by the caller.
+//
 // Ordering: everything runs on one non-blocking stream in issue order. Ops
 // return at once (asynchronous). upload() waits until its bytes have reached
 // the device (so the caller may reuse its host memory at once; v1: it also
@@ -77,6 +81,11 @@ class CudaBackend final : public Backend {
   Result<PinnedBuffer> allocate_pinned(size_t bytes) override;
   Result<void> upload_async(DeviceBuffer& dst, size_t dst_offset, const void* src,
                             size_t bytes) override;
+  // CUDA graphs: stream capture (thread-local mode) of `issue`, instantiated.
+  // Refused while PAGODA_CUDA_PROFILE is set (every op is timed eagerly
+  // then). A graph is stale once any scratch buffer has been reallocated.
+  Result<std::unique_ptr<OpGraph>> capture(const std::function<Result<void>()>& issue) override;
+  Result<void> replay(const OpGraph& graph) override;
 
   void embedding(const EmbeddingParams& p) override;
   void rms_norm(const RmsNormParams& p) override;
@@ -111,6 +120,7 @@ class CudaBackend final : public Backend {
   };
 
   explicit CudaBackend(const BackendOptions& options);
+  Result<std::unique_ptr<OpGraph>> end_capture(const Result<void>& issued, bool had_pending);
   Result<void> init();
   void record(const Result<void>& r);
   Result<void> take_error();
@@ -124,6 +134,10 @@ class CudaBackend final : public Backend {
   cublasContext* cublas_ = nullptr;
   Scratch cublas_workspace_, attention_scratch_, sampling_scratch_, matmul_scratch_;
   uint64_t limit_ = 0;
+  bool async_uploads_ = true, tiled_prefill_ = true;
+  int32_t tiled_min_rows_ = 16;
+  bool capturing_ = false;       // inside capture(): scratch must not move
+  uint64_t scratch_epoch_ = 0;   // bumped whenever a scratch buffer is reallocated
   std::atomic<uint64_t> allocated_{0};
   std::optional<Error> pending_;  // the first error not yet reported
   std::unique_ptr<OpProfiler> profiler_;  // null unless PAGODA_CUDA_PROFILE is set

@@ -39,8 +39,26 @@ size_t attention_scratch_bytes(const PagedAttentionParams& p, int32_t partition)
 // Supports head_dim 64 and 128, block sizes 8/16/32, F32 and BF16 caches, any
 // GQA group size. partition must come from attention_partition_size or be a
 // value >= 0 whose part count fits (checked: an Error otherwise).
+// skip_min_rows > 0: the rows of sequences with >= skip_min_rows query rows
+// are not touched (launch_tiled_prefill writes them).
 Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t partition,
-                                    void* scratch, cudaStream_t stream);
+                                    void* scratch, cudaStream_t stream,
+                                    int32_t skip_min_rows = 0);
+
+// ---- tiled prefill attention (prefill_attention.cu) ---------------------------
+// FlashAttention-2 style over the paged cache, for the sequences with >=
+// min_rows (>= 1) query rows; every other row (other sequences, padding) is
+// left untouched. One CTA per (64-row query tile of one sequence, q head):
+// Q tile and 64-key K/V tiles in shared memory (bf16), S = QK^T and O += PV
+// on tensor cores (WMMA m16n16k16 bf16, fp32 accumulate), online softmax in
+// fp32 base 2 with P rounded to bf16 for the PV product, causal mask bottom-
+// right aligned, GQA by kv head = q head / G. Keys at or past a row's end are
+// masked and their K/V rows zero-filled (unused slots are never read).
+// tiled_prefill_supported: BF16 cache, head_dim 64 or 128, block size 8/16/32,
+// Hq a multiple of Hk; the launcher returns an Error otherwise.
+bool tiled_prefill_supported(const PagedAttentionParams& p);
+Result<void> launch_tiled_prefill(const PagedAttentionParams& p, int32_t min_rows,
+                                  cudaStream_t stream);
 
 // ---- sampling (sampling.cu) -----------------------------------------------------
 // Scratch: the processed logits, fp32 [R, V].

@@ -58,16 +58,17 @@ struct AttnArgs {
   int32_t partition;     // 0: unsplit
   int32_t max_parts;     // partitions per row in the scratch layout (1 when unsplit)
   AttentionMetadata meta;
+  int32_t skip_min_rows;  // > 0: sequences with this many rows are the tiled kernel's
   float* partial_out;  // [T, Hq, max_parts, D] (split only)
   float* partial_lse;  // [T, Hq, max_parts]
 };
 
 struct RowInfo {
-  int32_t seq;     // -1: padding row
+  int32_t seq;     // -1: padding row; -2: a row of the tiled kernel (untouched here)
   int32_t kv_end;  // the row attends keys [0, kv_end)
 };
 
-__device__ RowInfo row_info(const AttentionMetadata& m, int32_t row) {
+__device__ RowInfo row_info(const AttentionMetadata& m, int32_t row, int32_t skip_min_rows) {
   const int32_t S = m.num_seqs;
   if (S <= 0 || row >= m.query_start_loc[S]) return RowInfo{-1, 0};
   int32_t lo = 0, hi = S;  // invariant: query_start_loc[lo] <= row < query_start_loc[hi]
@@ -82,6 +83,7 @@ __device__ RowInfo row_info(const AttentionMetadata& m, int32_t row) {
   const int32_t q_begin = m.query_start_loc[lo];
   const int32_t q_len = m.query_start_loc[lo + 1] - q_begin;
   const int32_t ctx = m.context_lens[lo];
+  if (skip_min_rows > 0 && q_len >= skip_min_rows) return RowInfo{-2, 0};
   return RowInfo{lo, min(max(ctx - q_len + (row - q_begin) + 1, 0), ctx)};
 }
 
@@ -152,7 +154,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const AttnArg
   const int32_t ng = min(GP, a.group - g0);
   const int32_t hq0 = kvh * a.group + g0;
   const int32_t part = blockIdx.z;
-  const RowInfo info = row_info(a.meta, row);
+  const RowInfo info = row_info(a.meta, row, a.skip_min_rows);
+  if (info.seq == -2) return;
   if (info.seq < 0) {  // padding row: 0 (split runs: merge_kernel writes the zeros)
     if (a.partition == 0 && part == 0) {
       for (int idx = threadIdx.x; idx < ng * D; idx += kThreads) {
@@ -270,7 +273,8 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const AttnArgs a) {
   const int32_t D = a.layout.head_dim;
   const int64_t head_row = int64_t{row} * a.num_q_heads + hq;
   float* out = a.out + head_row * D;
-  const RowInfo info = row_info(a.meta, row);
+  const RowInfo info = row_info(a.meta, row, a.skip_min_rows);
+  if (info.seq == -2) return;
   const int32_t n = info.seq < 0 ? 0 : num_parts(info.kv_end, a.partition);
   const float* lse = a.partial_lse + head_row * a.max_parts;
   float mx = -INFINITY;
@@ -359,7 +363,7 @@ size_t attention_scratch_bytes(const PagedAttentionParams& p, int32_t partition)
 }
 
 Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t partition,
-                                    void* scratch, cudaStream_t stream) {
+                                    void* scratch, cudaStream_t stream, int32_t skip_min_rows) {
   if (p.meta.num_tokens <= 0) return {};
   PAGODA_CUDA_TRY(check_supported(p));
   const KvCacheLayout& L = p.layout;
@@ -381,6 +385,7 @@ Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t parti
                                                     a.partition))
                                 : 1;
   a.meta = p.meta;
+  a.skip_min_rows = std::max(skip_min_rows, 0);
   if (int64_t{L.num_kv_heads} * a.group_chunks > kMaxGridYZ || a.max_parts > kMaxGridYZ ||
       p.num_q_heads > kMaxGridYZ) {
     return make_error("cuda paged_attention: grid too large (kv heads x group chunks " +

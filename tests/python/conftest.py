@@ -280,7 +280,8 @@ def url_with_query(url: str, **params) -> str:
 
 
 TERMINAL_ERROR_CODES = {"bad_request", "unknown_type", "too_many_requests", "prompt_too_long",
-                        "not_ready", "shutting_down", "engine_error", "internal", "overloaded"}
+                        "not_ready", "shutting_down", "engine_error", "internal", "overloaded",
+                        "engine_unavailable"}
 
 
 class Ws:
