@@ -212,13 +212,7 @@ Result<std::vector<int32_t>> Engine::tokenize(const GenerateRequest& request) co
 }
 
 Result<std::string> Engine::detokenize(const std::vector<int32_t>& ids) const {
-  for (int32_t id : ids) {
-    if (id < 0 || id >= impl_->context->vocab_size) {
-      return make_error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                        std::to_string(impl_->context->vocab_size) + ")");
-    }
-  }
-  return impl_->context->tokenizer->decode(ids, false);
+  return context_detokenize(*impl_->context, ids);
 }
 
 std::string Engine::model_name() const {

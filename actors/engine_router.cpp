@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "actors/engine_errors.hpp"
+#include "actors/latency_tracker.hpp"
 #include "actors/messages.hpp"
 
 namespace pagoda::actors {
@@ -56,6 +57,7 @@ struct RouterState {
   bool stopping = false;
   std::vector<caf::response_promise> stop_waiters;
   std::optional<NodeHello> reference;  // the first node that came up
+  LatencyTracker latency;  // the front end's TTFT / ITL (the hop to the node included)
 };
 using Self = caf::stateful_actor<RouterState>*;
 
@@ -101,6 +103,7 @@ void forget(Self self, RequestId id) {
   self->demonitor(p.actor);
   st.by_addr.erase(p.actor.address());
   st.requests.erase(it);
+  st.latency.forget(id);
   answer_stop(self);
 }
 
@@ -326,12 +329,15 @@ void on_events(Self self, WireEvents& w) {
   Pending& p = st.requests.at(id);
   EventBatch b;
   bool done = false;
+  const auto now = LatencyTracker::Clock::now();
   for (SeqEvent& e : w.events) {
     p.streamed = p.streamed || e.has_token;
     done = done || e.group_done;
     e.request = id;
+    st.latency.observe(e, now);
     b.events.push_back(std::move(e));
   }
+  st.box->set_latency(st.latency.ttft(), st.latency.itl());
   self->send(p.actor, events_atom::value, std::move(b));
   if (done) forget(self, id);
 }
@@ -348,6 +354,7 @@ void spawn_request(Self self, const SpawnRequest& r) {
   self->monitor(a);
   st.by_addr[a.address()] = r.id;
   st.requests[r.id].actor = std::move(a);
+  st.latency.submitted(r.id, LatencyTracker::Clock::now());
 }
 
 void on_down(Self self, const caf::down_msg& dm) {

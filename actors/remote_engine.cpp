@@ -6,6 +6,7 @@
 #include <future>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "actors/messages.hpp"
 #include "actors/remote_protocol.hpp"
@@ -194,6 +195,7 @@ EngineStats RemoteEngine::stats() {
     s.steps += r.steps;
     s.preemptions += r.preemptions;
   }
+  std::tie(s.ttft, s.itl) = impl_->box->latency();  // measured at the front end
   return s;
 }
 
@@ -247,13 +249,7 @@ Result<std::vector<int32_t>> RemoteEngine::tokenize(const GenerateRequest& reque
 }
 
 Result<std::string> RemoteEngine::detokenize(const std::vector<int32_t>& ids) const {
-  for (int32_t id : ids) {
-    if (id < 0 || id >= impl_->context->vocab_size) {
-      return make_error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                        std::to_string(impl_->context->vocab_size) + ")");
-    }
-  }
-  return impl_->context->tokenizer->decode(ids, false);
+  return context_detokenize(*impl_->context, ids);
 }
 
 std::string RemoteEngine::model_name() const { return impl_->reference.model_name; }

@@ -34,6 +34,16 @@ std::string release_text(std::string& held, const std::vector<std::string>& stop
   return out;
 }
 
+Result<std::string> context_detokenize(const RequestContext& ctx, const std::vector<int32_t>& ids) {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= ctx.vocab_size) {
+      return make_error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                        std::to_string(ctx.vocab_size) + ")");
+    }
+  }
+  return ctx.tokenizer->decode(ids, false);
+}
+
 Result<std::vector<int32_t>> request_prompt_ids(const RequestContext& ctx, const GenerateRequest& r) {
   if (!r.prompt_ids.empty()) {
     for (int32_t id : r.prompt_ids) {

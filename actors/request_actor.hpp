@@ -38,6 +38,10 @@ struct RequestContext {
 // with the tokenizer's BOS rule. Thread-safe (ctx is immutable).
 Result<std::vector<int32_t>> request_prompt_ids(const RequestContext& ctx, const GenerateRequest& r);
 
+// The text of token ids (special tokens kept), or an error naming the first
+// id outside the vocabulary. Thread-safe (ctx is immutable).
+Result<std::string> context_detokenize(const RequestContext& ctx, const std::vector<int32_t>& ids);
+
 caf::actor spawn_request_actor(caf::actor_system& sys, caf::actor scheduler,
                                std::shared_ptr<const RequestContext> context, RequestId id,
                                GenerateRequest request, std::shared_ptr<RequestSink> sink);

@@ -53,4 +53,15 @@ void RouterBox::set_kv(size_t node, std::string name, KvSnapshot snapshot) {
   kv_[node] = {std::move(name), std::move(snapshot)};
 }
 
+void RouterBox::set_latency(const LatencyHistogram& ttft, const LatencyHistogram& itl) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ttft_ = ttft;
+  itl_ = itl;
+}
+
+std::pair<LatencyHistogram, LatencyHistogram> RouterBox::latency() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {ttft_, itl_};
+}
+
 }  // namespace pagoda::actors

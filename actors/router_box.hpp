@@ -1,6 +1,7 @@
 // RouterBox and the router's plain settings: what the router actor
 // (actors/engine_router.hpp) publishes for the RemoteEngine and the front
-// end's threads (node status, the KV map, the tokenizer context), and how it
+// end's threads (node status, the KV map, the tokenizer context, the front
+// end's latency histograms), and how it
 // is configured. Thread-safe (one mutex); values otherwise.
 #pragma once
 
@@ -62,6 +63,9 @@ class RouterBox {
   std::vector<std::pair<std::string, KvSnapshot>> kv();
   bool kv_wanted() const;
   void set_kv(size_t node, std::string name, KvSnapshot snapshot);
+  // The front end's TTFT / ITL histograms (measured by the router).
+  void set_latency(const LatencyHistogram& ttft, const LatencyHistogram& itl);
+  std::pair<LatencyHistogram, LatencyHistogram> latency() const;
 
  private:
   mutable std::mutex mu_;
@@ -70,6 +74,7 @@ class RouterBox {
   std::shared_ptr<const RequestContext> ctx_;
   std::vector<std::pair<std::string, KvSnapshot>> kv_;  // per node; empty pool: none
   std::chrono::steady_clock::time_point kv_asked_{};
+  LatencyHistogram ttft_, itl_;
 };
 
 }  // namespace pagoda::actors

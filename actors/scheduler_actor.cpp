@@ -6,6 +6,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "actors/latency_tracker.hpp"
 #include "actors/messages.hpp"
 
 namespace pagoda::actors {
@@ -15,10 +16,8 @@ using Clock = std::chrono::steady_clock;
 
 // What the scheduler actor measures itself (see EngineStats).
 struct Metrics {
-  std::unordered_map<RequestId, Clock::time_point> awaiting_first;  // submitted, no token yet
-  std::map<std::pair<RequestId, int32_t>, Clock::time_point> last_token;  // per sample
+  LatencyTracker latency;  // TTFT / ITL
   uint64_t prompt_tokens = 0;
-  LatencyHistogram ttft, itl;
   double util_last = 0.0, util_sum = 0.0;
   uint64_t util_samples = 0;
   int32_t peak_seqs = 0, peak_used = 0;
@@ -62,8 +61,8 @@ EngineStats engine_stats(const SchedulerStats& s, Metrics& m) {
   e.prefix_hit_tokens = s.prefix.hit_tokens;
   e.prompt_tokens = m.prompt_tokens;
   e.generation_tokens = s.tokens_generated;
-  e.ttft = m.ttft;
-  e.itl = m.itl;
+  e.ttft = m.latency.ttft();
+  e.itl = m.latency.itl();
   e.kv_utilisation = m.util_last;
   e.kv_utilisation_mean = m.util_samples ? m.util_sum / double(m.util_samples) : 0.0;
   e.kv_utilisation_samples = m.util_samples;
@@ -74,27 +73,6 @@ EngineStats engine_stats(const SchedulerStats& s, Metrics& m) {
   e.failed_steps = m.failed_steps;
   e.timed_out_steps = m.timed_out_steps;
   return e;
-}
-
-// TTFT / ITL from one event, observed now.
-void measure(Metrics& m, const SeqEvent& e, Clock::time_point now) {
-  if (e.has_token) {
-    if (auto it = m.awaiting_first.find(e.request); it != m.awaiting_first.end()) {
-      m.ttft.observe(std::chrono::duration<double>(now - it->second).count());
-      m.awaiting_first.erase(it);
-    }
-    auto [it, fresh] = m.last_token.try_emplace({e.request, e.index}, now);
-    if (!fresh) {
-      m.itl.observe(std::chrono::duration<double>(now - it->second).count());
-      it->second = now;
-    }
-  }
-  if (e.group_done) {
-    m.awaiting_first.erase(e.request);
-    auto lo = m.last_token.lower_bound({e.request, INT32_MIN});
-    auto hi = m.last_token.upper_bound({e.request, INT32_MAX});
-    m.last_token.erase(lo, hi);
-  }
 }
 
 // After a step: one KV-utilisation sample when blocks are held.
@@ -112,7 +90,7 @@ void dispatch(Self self) {
   std::unordered_map<RequestId, EventBatch> batches;
   const Clock::time_point now = Clock::now();
   for (SeqEvent& e : st.core->take_events()) {
-    measure(st.metrics, e, now);
+    st.metrics.latency.observe(e, now);
     batches[e.request].events.push_back(std::move(e));
   }
   st.stats->set(engine_stats(st.core->stats(), st.metrics));
@@ -226,7 +204,7 @@ void spawn_request(Self self, const SpawnRequest& r) {
   self->monitor(a);
   st.by_addr[a.address()] = r.id;
   st.requests[r.id] = std::move(a);
-  st.metrics.awaiting_first[r.id] = Clock::now();
+  st.metrics.latency.submitted(r.id, Clock::now());
 }
 
 caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::actor block_manager,
@@ -247,7 +225,7 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
     const RequestId id = it->second;
     st.by_addr.erase(it);
     st.requests.erase(id);
-    st.metrics.awaiting_first.erase(id);
+    st.metrics.latency.forget(id);
     st.core->cancel_group(id);
     dispatch(self);
     maybe_step(self);
@@ -272,7 +250,7 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
           done.group_done = true;
           b.events.push_back(std::move(done));
           self->send(sender, events_atom::value, std::move(b));
-          st.metrics.awaiting_first.erase(g.id);
+          st.metrics.latency.forget(g.id);
           return;
         }
         st.metrics.prompt_tokens += g.prompt.size();

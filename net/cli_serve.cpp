@@ -194,6 +194,9 @@ void add_route_options(CLI::App* cmd, actors::RouterConfig& r) {
   cmd->add_option("--engine-connect-timeout", r.connect_timeout_s, "Seconds to connect to an engine node");
   cmd->add_option("--engine-report-timeout", r.report_timeout_s,
                   "Seconds an engine node may take to answer a load poll (3 misses: out of routing)");
+  cmd->add_option("--engine-max-retries", r.max_retries,
+                  "Times a request that streamed nothing is retried on another node after its node is lost")
+      ->check(CLI::Range(0, 16));
 }
 
 // The options `serve` and `engine` share (everything but MODEL and the mode).

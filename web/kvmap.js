@@ -4,6 +4,9 @@
 // than one sequence table (ref > 1: n samples or beams sharing the prompt, or
 // requests sharing a cached prefix) gets a dark corner mark: this is
 // PagedAttention's sharing made visible. Hovering a cell names its owners.
+// Behind a scale-out front end (`pools` in the frame: one block range per
+// engine node) each node's pool starts on a new row, after a gap, and the
+// summary and tooltips name the node.
 
 const GOLDEN_ANGLE = 137.508;
 
@@ -23,6 +26,7 @@ export class KvMap {
     this.frame = null;
     this.cell = 10;
     this.cols = 1;
+    this.segments = [];  // [{name, first, total, top}]: one per pool, top in px
     this.highlight = null;  // engine request id to emphasise, or null
     canvas.addEventListener("mousemove", (e) => this.#hover(e));
     canvas.addEventListener("mouseleave", () => { this.tooltip.hidden = true; });
@@ -53,14 +57,14 @@ export class KvMap {
     const ideal = total ? Math.floor(Math.sqrt((width * 260) / total)) : 12;
     this.cell = Math.max(3, Math.min(18, ideal));
     this.cols = Math.max(1, Math.floor(width / this.cell));
-    const rows = Math.max(1, Math.ceil(total / this.cols));
+    const height = Math.max(this.cell, this.#layout(f));
     const dpr = window.devicePixelRatio || 1;
     this.canvas.style.width = `${this.cols * this.cell}px`;
-    this.canvas.style.height = `${rows * this.cell}px`;
+    this.canvas.style.height = `${height}px`;
     this.canvas.width = Math.ceil(this.cols * this.cell * dpr);
-    this.canvas.height = Math.ceil(rows * this.cell * dpr);
+    this.canvas.height = Math.ceil(height * dpr);
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, this.cols * this.cell, rows * this.cell);
+    ctx.clearRect(0, 0, this.cols * this.cell, height);
     if (!f) return;
     const style = getComputedStyle(document.documentElement);
     const freeColour = style.getPropertyValue("--kv-free").trim() || "#e3e5e8";
@@ -69,7 +73,7 @@ export class KvMap {
     const mine = new Set(Object.keys(f.mine || {}));
     const gap = this.cell >= 6 ? 1 : 0;
     for (let b = 0; b < total; b++) {
-      const x = (b % this.cols) * this.cell, y = Math.floor(b / this.cols) * this.cell;
+      const [x, y] = this.#position(b);
       const s = this.cell - gap;
       const state = f.state[b];
       const owners = f.owners?.[b] || [];
@@ -106,13 +110,40 @@ export class KvMap {
     });
   }
 
+  // Lays the pools out (one segment without `pools`); returns the height in px.
+  #layout(f) {
+    const gap = Math.max(6, this.cell);
+    const pools = f?.pools?.length ? f.pools : [{ name: null, first: 0, total: f ? f.total : 0 }];
+    let top = 0;
+    this.segments = pools.map((p) => {
+      const seg = { name: p.name, first: p.first, total: p.total, top };
+      top += Math.max(1, Math.ceil(p.total / this.cols)) * this.cell + gap;
+      return seg;
+    });
+    return top - gap;
+  }
+
+  #segmentOf(b) {
+    return this.segments.find((s) => b >= s.first && b < s.first + s.total) || this.segments[0];
+  }
+
+  #position(b) {
+    const s = this.#segmentOf(b), local = b - s.first;
+    return [(local % this.cols) * this.cell, s.top + Math.floor(local / this.cols) * this.cell];
+  }
+
   #blockAt(e) {
     if (!this.frame) return -1;
     const r = this.canvas.getBoundingClientRect();
     const col = Math.floor((e.clientX - r.left) / this.cell);
-    const row = Math.floor((e.clientY - r.top) / this.cell);
-    const b = row * this.cols + col;
-    return col < this.cols && b >= 0 && b < this.frame.total ? b : -1;
+    const py = e.clientY - r.top;
+    if (col < 0 || col >= this.cols) return -1;
+    for (const s of this.segments) {
+      const row = Math.floor((py - s.top) / this.cell);
+      const local = row * this.cols + col;
+      if (py >= s.top && local < s.total) return s.first + local;
+    }
+    return -1;
   }
 
   #hover(e) {
@@ -121,7 +152,9 @@ export class KvMap {
     const f = this.frame;
     const names = { u: "used", f: "free", c: "cached (prefix)" };
     const owners = (f.owners?.[b] || []).map((rid) => this.#requestName(rid));
-    this.tooltip.textContent = `block ${b}: ${names[f.state[b]] || f.state[b]}, ref ${f.ref?.[b] ?? 0}` +
+    const seg = this.#segmentOf(b);
+    const where = seg.name ? `node ${seg.name}, block ${b - seg.first}` : `block ${b}`;
+    this.tooltip.textContent = `${where}: ${names[f.state[b]] || f.state[b]}, ref ${f.ref?.[b] ?? 0}` +
       (owners.length ? `, owners: ${owners.join(", ")}` : "");
     this.tooltip.hidden = false;
     const host = this.canvas.parentElement.getBoundingClientRect();
@@ -171,7 +204,9 @@ export class KvMap {
     const hit = pc.queried_tokens ? ` · prefix hits ${(100 * pc.hit_tokens / pc.queried_tokens).toFixed(1)}%` : "";
     this.summary.textContent = `${f.total} blocks × ${f.block_size} tokens: ${f.used} used, ` +
       `${f.cached} cached, ${f.free} free, ${shared} shared · ${f.running} running, ` +
-      `${f.waiting} waiting${hit}`;
+      `${f.waiting} waiting${hit}` +
+      (f.pools?.length ? ` · ${f.pools.length} nodes: ` + f.pools.map((p) =>
+        `${p.name} ${p.used}/${p.total} used`).join(", ") : "");
     this.canvas.setAttribute("aria-label", `KV block map. ${this.summary.textContent}`);
     // Machine-readable counts (tests, tooling): blocks used, and held by this page's requests.
     const mine = new Set(Object.keys(f.mine || {}).map(Number));

@@ -130,6 +130,11 @@ def test_front_end_answers_as_a_node(cluster):
     assert [c["text"] for c in a["choices"]] == [c["text"] for c in b["choices"]]
     stop = complete(srv, "Count: one, two, three,", 24, stop=[" six"])
     assert " six" not in stop["choices"][0]["text"] and stop["choices"][0]["finish_reason"] in ("stop", "length")
+    # The front end measures its own latency (the hop to the node included).
+    m = metrics(srv)
+    assert m.get("pagoda:time_to_first_token_seconds_count", 0) >= 3, {k: v for k, v in m.items() if "token_" in k}
+    assert m.get("pagoda:inter_token_latency_seconds_count", 0) >= 15
+    assert m["pagoda:time_to_first_token_seconds_sum"] > 0
 
 
 def test_ws_generate_n2_and_cancel(cluster):
@@ -328,3 +333,41 @@ def test_unreachable_nodes_are_a_clear_error(pagoda_bin, model_path):
     err = proc.stderr.decode()
     assert "no engine node is reachable" in err and f"127.0.0.1:{port}" in err, err
     assert time.monotonic() - start < 30
+
+
+def test_web_ui_kv_map_draws_one_pool_per_node(cluster, pagoda_bin, model_path, tmp_path):
+    """The chat page behind the front end: its KV map names both nodes in the
+    summary, lays each node's pool out on its own rows (the canvas is taller
+    than one pool's rows would be) and tells a hovered block's node. Skips,
+    with the reason printed, only without Chromium or its driver."""
+    from webui_driver import find_browser, start_browser, wait_until
+    from webui_page import Page
+    chromium, driver, why = find_browser()
+    if why:
+        print(f"\nSKIP test_web_ui_kv_map_draws_one_pool_per_node: {why}")
+        pytest.skip(why)
+    _, nodes = cluster
+    web = pathlib.Path(__file__).resolve().parents[2] / "web"
+    fe = front_end(pagoda_bin, model_path, nodes, tmp_path / "front-ui.log", ["--web-root", str(web)])
+    drv = start_browser(chromium, driver)
+    try:
+        page = Page(drv, fe.base_url)
+        page.open(fresh=True)
+        summary = wait_until(lambda: (t := page.el("#kv-summary").text) and "2 nodes" in t and t, 30,
+                             what="the KV summary to name both nodes")
+        for n in nodes:
+            assert n.addr in summary, summary
+        def tip_at(where):
+            return page.js("""const c = document.getElementById('kv-canvas'); const r = c.getBoundingClientRect();
+                const y = arguments[0] === 'top' ? r.top + 1 : r.bottom - 1;
+                c.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + 1, clientY: y, bubbles: true}));
+                return document.getElementById('kv-tip').textContent;""", where)
+        top, bottom = tip_at("top"), tip_at("bottom")
+        node_of = re.compile(r"^node (127\.0\.0\.1:\d+), block (\d+)")
+        mt, mb = node_of.match(top), node_of.match(bottom)
+        assert mt and mb, (top, bottom)
+        assert mt.group(2) == "0", f"the first cell is block 0 of the first node: {top}"
+        assert {mt.group(1), mb.group(1)} == {n.addr for n in nodes}, (top, bottom)
+    finally:
+        drv.quit()
+        stop_server(fe)
