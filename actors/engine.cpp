@@ -51,17 +51,7 @@ namespace {
 Result<std::shared_ptr<const RequestContext>> make_context(const std::string& path, int32_t vocab) {
   Result<model::ModelText> text = model::load_model_text(path);
   if (!text) return text.error();
-  auto ctx = std::make_shared<RequestContext>();
-  ctx->tokenizer = text->tokenizer;
-  ctx->bos_token = text->bos_token;
-  ctx->eos_token = text->eos_token;
-  ctx->vocab_size = vocab;
-  if (!text->chat_template.empty()) {
-    Result<model::ChatTemplate> t = model::ChatTemplate::compile(text->chat_template);
-    if (!t) return t.error();
-    ctx->chat_template.emplace(std::move(t).value());
-  }
-  return std::shared_ptr<const RequestContext>(std::move(ctx));
+  return make_request_context(*text, vocab);
 }
 
 Result<std::unique_ptr<BlockBooker>> make_booker(const EngineOptions& o, const Executor& ex) {

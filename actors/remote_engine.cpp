@@ -80,17 +80,7 @@ Result<std::shared_ptr<const RequestContext>> load_context(const std::string& pa
     return make_error("the front end's tokenizer (" + path + ") has " + std::to_string(text->tokenizer->vocab_size()) +
                       " tokens, the engine nodes' model " + std::to_string(vocab));
   }
-  auto ctx = std::make_shared<RequestContext>();
-  ctx->tokenizer = text->tokenizer;
-  ctx->bos_token = text->bos_token;
-  ctx->eos_token = text->eos_token;
-  ctx->vocab_size = vocab;
-  if (!text->chat_template.empty()) {
-    Result<model::ChatTemplate> t = model::ChatTemplate::compile(text->chat_template);
-    if (!t) return t.error();
-    ctx->chat_template.emplace(std::move(t).value());
-  }
-  return std::shared_ptr<const RequestContext>(std::move(ctx));
+  return make_request_context(*text, vocab);
 }
 
 // The first up node, or an error listing why each is down.

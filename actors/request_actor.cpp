@@ -34,6 +34,21 @@ std::string release_text(std::string& held, const std::vector<std::string>& stop
   return out;
 }
 
+Result<std::shared_ptr<const RequestContext>> make_request_context(const model::ModelText& text,
+                                                                   int32_t vocab) {
+  auto ctx = std::make_shared<RequestContext>();
+  ctx->tokenizer = text.tokenizer;
+  ctx->bos_token = text.bos_token;
+  ctx->eos_token = text.eos_token;
+  ctx->vocab_size = vocab;
+  if (!text.chat_template.empty()) {
+    Result<model::ChatTemplate> t = model::ChatTemplate::compile(text.chat_template);
+    if (!t) return t.error();
+    ctx->chat_template.emplace(std::move(t).value());
+  }
+  return std::shared_ptr<const RequestContext>(std::move(ctx));
+}
+
 Result<std::string> context_detokenize(const RequestContext& ctx, const std::vector<int32_t>& ids) {
   for (int32_t id : ids) {
     if (id < 0 || id >= ctx.vocab_size) {

@@ -21,6 +21,7 @@
 
 #include "actors/engine.hpp"
 #include "model/chat_template.hpp"
+#include "model/model_text.hpp"
 #include "model/tokenizer.hpp"
 
 namespace pagoda::actors {
@@ -32,6 +33,12 @@ struct RequestContext {
   std::string bos_token, eos_token;
   int32_t vocab_size = 0;
 };
+
+// The context of a model's text files (tokenizer, chat template compiled,
+// BOS/EOS strings) for a vocabulary of `vocab` ids. Errors: the template does
+// not compile.
+Result<std::shared_ptr<const RequestContext>> make_request_context(const model::ModelText& text,
+                                                                   int32_t vocab);
 
 // The prompt ids of a request: prompt_ids (checked against the vocabulary),
 // else messages through the chat template (no second BOS), else prompt text
