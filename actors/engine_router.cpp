@@ -104,6 +104,9 @@ void forget(Self self, RequestId id) {
   st.by_addr.erase(p.actor.address());
   st.requests.erase(it);
   st.latency.forget(id);
+  // Published once per request, not per token batch (the histograms hold
+  // every token of the request by now).
+  st.box->set_latency(st.latency.ttft(), st.latency.itl());
   answer_stop(self);
 }
 
@@ -337,7 +340,6 @@ void on_events(Self self, WireEvents& w) {
     st.latency.observe(e, now);
     b.events.push_back(std::move(e));
   }
-  st.box->set_latency(st.latency.ttft(), st.latency.itl());
   self->send(p.actor, events_atom::value, std::move(b));
   if (done) forget(self, id);
 }

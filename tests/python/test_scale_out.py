@@ -237,10 +237,13 @@ def running_on(nodes):
     return [i for i, n in enumerate(nodes) if n.stats().get("pagoda:num_requests_running", 0) > 0]
 
 
-def test_killed_node_mid_stream(pagoda_bin, model_path, tmp_path):
+@pytest.mark.parametrize("max_retries", [None, 0])
+def test_killed_node_mid_stream(pagoda_bin, model_path, tmp_path, max_retries):
     # One sequence per node: a second request on the same node waits (streams nothing).
+    # It is retried on the other node, unless --engine-max-retries 0: then it fails too.
     nodes = [Node(pagoda_bin, model_path, tmp_path, f"k{i}", ["--max-num-seqs", "1"]) for i in range(2)]
-    srv = front_end(pagoda_bin, model_path, nodes, tmp_path / "front.log", ["--route-load-weight", "0.5"])
+    extra = ["--route-load-weight", "0.5"] + ([] if max_retries is None else ["--engine-max-retries", str(max_retries)])
+    srv = front_end(pagoda_bin, model_path, nodes, tmp_path / "front.log", extra)
     try:
         complete(srv, LONG, 2)
         time.sleep(0.5)  # the node that ran it reports its blocks
@@ -251,7 +254,9 @@ def test_killed_node_mid_stream(pagoda_bin, model_path, tmp_path):
         assert len(victim) == 1, victim
         victim = victim[0]
         waiting = {}
-        waiter = threading.Thread(target=lambda: waiting.update(r=complete(srv, LONG, 6)), daemon=True)
+        body = {"prompt": LONG, "max_tokens": 6, "temperature": 0}
+        waiter = threading.Thread(target=lambda: waiting.update(r=srv.request("POST", "/v1/completions", body,
+                                                                              timeout=120)), daemon=True)
         waiter.start()
         wait_for(lambda: nodes[victim].stats().get("pagoda:num_requests_waiting", 0) >= 1, 30,
                  what="the second request waiting on the same node")
@@ -261,7 +266,12 @@ def test_killed_node_mid_stream(pagoda_bin, model_path, tmp_path):
         assert node_metric(srv, "pagoda:engine_node_up", nodes[victim]) == 0
         assert "engine_unavailable" in json.dumps(streaming.get("error")), streaming.get("error")
         waiter.join(60)
-        assert waiting["r"]["choices"][0]["finish_reason"] == "length"  # retried on the other node
+        status, _, answer = waiting["r"]
+        if max_retries == 0:
+            assert status == 503 and b"engine_unavailable" in answer, (status, answer[:300])
+            return
+        assert status == 200, answer[:300]
+        assert json.loads(answer)["choices"][0]["finish_reason"] == "length"  # retried on the other node
         other = nodes[1 - victim]
         complete(srv, "Still serving?", 4)
         wait_idle(other)
