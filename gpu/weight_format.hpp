@@ -10,7 +10,10 @@
 //    row is K/32 consecutive blocks, exactly as in a GGUF file whose tensor
 //    has ne0 = K, ne1 = N.
 // The data must be aligned to at least 4 bytes for F32 and 2 bytes otherwise
-// (GGUF aligns tensors to 32 bytes). LinearWeight never owns the bytes: the
+// (GGUF aligns tensors to 32 bytes).
+// The CPU backend may instead hold a block-quantized weight in the
+// WeightLayout::kPacked16 layout (rows interleaved in groups of 16, see
+// gpu/cpu/quant_packed.hpp); only its quantized matmul reads that layout. LinearWeight never owns the bytes: the
 // caller (the model loader) keeps them alive as long as the view is used.
 // Everything here is header-only and thread-safe (pure functions).
 #pragma once
@@ -90,14 +93,20 @@ inline std::optional<WeightFormat> weight_format_from_ggml(uint32_t ggml_type) {
   }
 }
 
+// How the rows of a LinearWeight lie in memory: kRows is the storage contract
+// above (the file's layout); kPacked16 is the CPU matmul's interleaved layout
+// of 16-row groups (gpu/cpu/quant_packed.hpp), for Q8_0 / Q4_0 / Q4_1 only.
+enum class WeightLayout : uint8_t { kRows = 0, kPacked16 = 1 };
+
 // A view of W[N, K]; see the storage contract above.
 struct LinearWeight {
   WeightFormat format = WeightFormat::F32;
   int64_t n = 0;               // output features (rows of W)
   int64_t k = 0;               // input features (row length)
   const void* data = nullptr;  // not owned
+  WeightLayout layout = WeightLayout::kRows;
 
-  int64_t row_bytes() const { return storage_bytes(format, k); }
+  int64_t row_bytes() const { return storage_bytes(format, k); }  // kRows only
 };
 
 // Validates and builds a view: n, k > 0, k a multiple of the block size,

@@ -11,6 +11,8 @@
 #include "model/gguf_file.hpp"
 #include "model/safetensors_file.hpp"
 #include "model/weight_check.hpp"
+#include "gpu/cpu/half_matmul.hpp"
+#include "gpu/cpu/quant_packed.hpp"
 
 #ifdef PAGODA_HAVE_CUDA
 #include "gpu/cuda/cuda_backend.hpp"
@@ -373,6 +375,24 @@ Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinea
     return out;
   }
 #endif
+  // The CPU's quantized matmul reads block formats, and 16-bit weights kept in
+  // 16 bits, fastest in its packed layouts (gpu/cpu/quant_packed.hpp, half_matmul.hpp).
+  if (backend.kind() == gpu::BackendKind::kCpu && precision == WeightPrecision::kQuantized &&
+      hw.layout == gpu::WeightLayout::kRows && gpu::cpu::packed_layout_enabled()) {
+    const bool half = (hw.format == WeightFormat::F16 || hw.format == WeightFormat::BF16) &&
+                      hw.k % 32 == 0;
+    if (half || gpu::cpu::packed_tile_bytes(hw.format) > 0) {
+      std::vector<uint8_t> packed;
+      auto pw = half ? gpu::cpu::pack_half_weight(hw, packed) : gpu::cpu::pack_weight(hw, packed);
+      if (!pw) return pw.error();
+      auto storage = upload_bytes(backend, packed.data(), packed.size(), "weight");
+      if (!storage) return storage.error();
+      out.storage = std::move(storage).value();
+      out.weight = *pw;
+      out.weight.data = out.storage.data();
+      return out;
+    }
+  }
   // The CPU matmul takes F32 and the block formats; exact mode takes F32 only.
   const bool convert = hw.format == WeightFormat::F16 || hw.format == WeightFormat::BF16 ||
                        (precision == WeightPrecision::kExact && hw.format != WeightFormat::F32);

@@ -17,6 +17,9 @@
 //  - SIMD variants (AVX2, AVX-VNNI, AVX-512 VNNI) vs scalar: bit for bit
 //    equal (they share one fixed fp32 summation order, see
 //    gpu/cpu/quant_tile_simd.hpp); a variant this CPU lacks skips and says why.
+//  - Every check runs on both weight layouts: the file's rows and the CPU's
+//    packed 16-row groups (gpu/cpu/quant_packed.hpp, its own summation order,
+//    within the same bounds; its variants equal its scalar kernel bit for bit).
 //  - gemm_f32 vs double: |err| ≤ γ(K+2)·Σ_k |x_k·w_k| for any summation order.
 #include <gtest/gtest.h>
 
@@ -28,6 +31,7 @@
 
 #include "gpu/cpu/gemm_f32.hpp"
 #include "gpu/cpu/quant_matmul.hpp"
+#include "gpu/cpu/quant_packed.hpp"
 #include "gpu/cpu/thread_pool.hpp"
 #include "gpu/quant_format.hpp"
 
@@ -52,11 +56,20 @@ struct TestWeight {
   std::vector<double> w;      // [n*k] dequantized
   std::vector<double> scaled; // [n*k] d·q (the part multiplied by x's quants)
   std::vector<double> m;      // [n*k/32] Q4_1 offsets, else 0
-  LinearWeight view() const { return {format, n, k, raw.data()}; }
+  std::vector<uint8_t> packed;  // raw in WeightLayout::kPacked16
+  LinearWeight view(WeightLayout layout = WeightLayout::kRows) const {
+    if (layout == WeightLayout::kPacked16) {
+      return {format, n, k, packed.data(), WeightLayout::kPacked16};
+    }
+    return {format, n, k, raw.data()};
+  }
 };
 
+constexpr WeightLayout kLayouts[] = {WeightLayout::kRows, WeightLayout::kPacked16};
+const char* layout_name(WeightLayout l) { return l == WeightLayout::kRows ? "rows" : "packed16"; }
+
 TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) {
-  TestWeight t{f, n, k, {}, {}, {}, {}};
+  TestWeight t{f, n, k, {}, {}, {}, {}, {}};
   const int64_t nb = n * k / 32, bsz = block_bytes(f);
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.002f, 0.03f), offset(-0.3f, 0.05f);
@@ -83,6 +96,8 @@ TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) 
       t.w.push_back(q * dd + mm);
     }
   }
+  const auto packed = pack_weight(t.view(), t.packed);
+  EXPECT_TRUE(packed.ok());
   return t;
 }
 
@@ -159,10 +174,11 @@ void check_against_references(const TestWeight& t, const std::vector<float>& x, 
 }
 
 std::vector<float> run_quant(const TestWeight& t, const std::vector<float>& x, int64_t M,
-                             QuantIsa isa, ThreadPool& pool) {
+                             QuantIsa isa, ThreadPool& pool,
+                             WeightLayout layout = WeightLayout::kRows) {
   std::vector<float> y(static_cast<size_t>(M * t.n), -12345.0f);
   MatmulScratch scratch;
-  const auto r = quant_matmul(t.view(), x.data(), y.data(), M, scratch, isa, pool);
+  const auto r = quant_matmul(t.view(layout), x.data(), y.data(), M, scratch, isa, pool);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
   return y;
 }
@@ -186,21 +202,23 @@ const char* name(QuantIsa isa) { return isa_name(isa).data(); }
 
 TEST(QuantMatmul, MatchesReferencesWithinQuantizationBound) {
   ThreadPool pool(2);
-  for (WeightFormat f : kFormats) {
-    for (QuantIsa isa : isas()) {
-      Check c;
-      std::mt19937 rng(42);
-      for (const Shape& s : kShapes) {
-        const TestWeight t = make_weight(f, s.N, s.K, rng);
-        const std::vector<float> x = make_x(s.M, s.K, rng);
-        char what[96];
-        std::snprintf(what, sizeof what, "%s %s M=%ld N=%ld K=%ld", format_name(f).data(),
-                      name(isa), long(s.M), long(s.N), long(s.K));
-        check_against_references(t, x, s.M, run_quant(t, x, s.M, isa, pool), c, what);
-        if (HasFatalFailure()) return;
+  for (WeightLayout layout : kLayouts) {
+    for (WeightFormat f : kFormats) {
+      for (QuantIsa isa : isas()) {
+        Check c;
+        std::mt19937 rng(42);
+        for (const Shape& s : kShapes) {
+          const TestWeight t = make_weight(f, s.N, s.K, rng);
+          const std::vector<float> x = make_x(s.M, s.K, rng);
+          char what[112];
+          std::snprintf(what, sizeof what, "%s %s %s M=%ld N=%ld K=%ld", format_name(f).data(),
+                        name(isa), layout_name(layout), long(s.M), long(s.N), long(s.K));
+          check_against_references(t, x, s.M, run_quant(t, x, s.M, isa, pool, layout), c, what);
+          if (HasFatalFailure()) return;
+        }
+        std::printf("%s %s %s: worst err/bound true %.3f tight %.3f\n", format_name(f).data(),
+                    name(isa), layout_name(layout), c.worst_true, c.worst_tight);
       }
-      std::printf("%s %s: worst err/bound true %.3f tight %.3f\n", format_name(f).data(),
-                  name(isa), c.worst_true, c.worst_tight);
     }
   }
 }
@@ -228,13 +246,16 @@ TEST_P(QuantVariant, EqualsScalarBitForBit) {
       const float scales[] = {1.0f, 1e-20f, 3e4f, 1e-40f, 0.5f, 1e20f, 1.0f};
       for (size_t i = 0; i < x.size(); ++i) x[i] *= scales[i / 32 % 7];
       if (s.M * s.K > 96) x[size_t(s.K + 7) % x.size()] = NAN;
-      const auto ys = run_quant(t, x, s.M, QuantIsa::Scalar, pool);
-      const auto yv = run_quant(t, x, s.M, isa, pool);
-      for (size_t i = 0; i < ys.size(); ++i) {
-        if (std::isnan(ys[i]) && std::isnan(yv[i])) continue;
-        ASSERT_EQ(ys[i], yv[i]) << format_name(f) << " " << name(isa) << " M=" << s.M << " N="
-                                << s.N << " K=" << s.K << " at " << i / s.N << "," << i % s.N;
-        ++compared;
+      for (WeightLayout layout : kLayouts) {
+        const auto ys = run_quant(t, x, s.M, QuantIsa::Scalar, pool, layout);
+        const auto yv = run_quant(t, x, s.M, isa, pool, layout);
+        for (size_t i = 0; i < ys.size(); ++i) {
+          if (std::isnan(ys[i]) && std::isnan(yv[i])) continue;
+          ASSERT_EQ(ys[i], yv[i]) << format_name(f) << " " << name(isa) << " "
+                                  << layout_name(layout) << " M=" << s.M << " N=" << s.N
+                                  << " K=" << s.K << " at " << i / s.N << "," << i % s.N;
+          ++compared;
+        }
       }
     }
   }
@@ -271,9 +292,12 @@ TEST(QuantMatmul, ExtremeBlockScales) {
     std::vector<float> x = make_x(2, 192, rng);
     for (size_t i = 0; i < x.size(); ++i) x[i] *= scales[i / 32 % 6];
     for (QuantIsa isa : isas()) {
-      Check c;
-      check_against_references(t, x, 2, run_quant(t, x, 2, isa, pool), c, format_name(f).data());
-      if (HasFatalFailure()) return;
+      for (WeightLayout layout : kLayouts) {
+        Check c;
+        check_against_references(t, x, 2, run_quant(t, x, 2, isa, pool, layout), c,
+                                 format_name(f).data());
+        if (HasFatalFailure()) return;
+      }
     }
   }
 }
@@ -285,7 +309,9 @@ TEST(QuantMatmul, ThreadCountDoesNotChangeResults) {
   const TestWeight t = make_weight(WeightFormat::Q4_1, 200, 576, rng);
   const std::vector<float> x = make_x(70, 576, rng);
   for (QuantIsa isa : isas()) {
-    EXPECT_EQ(run_quant(t, x, 70, isa, one), run_quant(t, x, 70, isa, three));
+    for (WeightLayout layout : kLayouts) {
+      EXPECT_EQ(run_quant(t, x, 70, isa, one, layout), run_quant(t, x, 70, isa, three, layout));
+    }
   }
 }
 
@@ -299,14 +325,16 @@ TEST(QuantMatmul, RowResultsIndependentOfBatchSizeBitwise) {
     const TestWeight t = make_weight(f, 97, 576, rng);
     const std::vector<float> x = make_x(9, 576, rng);
     for (QuantIsa isa : isas()) {
-      const std::vector<float> all = run_quant(t, x, 9, isa, pool);
-      for (int64_t m = 0; m < 9; ++m) {
-        const std::vector<float> row(x.begin() + m * 576, x.begin() + (m + 1) * 576);
-        const std::vector<float> alone = run_quant(t, row, 1, isa, pool);
-        for (int64_t n = 0; n < t.n; ++n) {
-          ASSERT_EQ(alone[size_t(n)], all[size_t(m * t.n + n)])
-              << format_name(f) << " " << name(isa) << " m=" << m
-              << " n=" << n;
+      for (WeightLayout layout : kLayouts) {
+        const std::vector<float> all = run_quant(t, x, 9, isa, pool, layout);
+        for (int64_t m = 0; m < 9; ++m) {
+          const std::vector<float> row(x.begin() + m * 576, x.begin() + (m + 1) * 576);
+          const std::vector<float> alone = run_quant(t, row, 1, isa, pool, layout);
+          for (int64_t n = 0; n < t.n; ++n) {
+            ASSERT_EQ(alone[size_t(n)], all[size_t(m * t.n + n)])
+                << format_name(f) << " " << name(isa) << " " << layout_name(layout)
+                << " m=" << m << " n=" << n;
+          }
         }
       }
     }
@@ -322,11 +350,13 @@ TEST(QuantMatmul, NonFiniteActivationsPoisonOnlyTheirRow) {
     x[64 + 40] = NAN;       // row 1, block 1
     x[128 + 3] = INFINITY;  // row 2, block 0
     for (QuantIsa isa : isas()) {
-      const auto y = run_quant(t, x, 3, isa, pool);
-      for (int n = 0; n < 40; ++n) {
-        EXPECT_TRUE(std::isfinite(y[n])) << n;
-        EXPECT_TRUE(std::isnan(y[40 + n])) << n;
-        EXPECT_TRUE(std::isnan(y[80 + n])) << n;
+      for (WeightLayout layout : kLayouts) {
+        const auto y = run_quant(t, x, 3, isa, pool, layout);
+        for (int n = 0; n < 40; ++n) {
+          EXPECT_TRUE(std::isfinite(y[n])) << n;
+          EXPECT_TRUE(std::isnan(y[40 + n])) << n;
+          EXPECT_TRUE(std::isnan(y[80 + n])) << n;
+        }
       }
     }
   }
@@ -338,6 +368,21 @@ TEST(QuantMatmul, RejectsUnsupportedFormats) {
   EXPECT_FALSE(quant_matmul({WeightFormat::F32, 2, 32, w}, x, y, 1, scratch).ok());
   EXPECT_FALSE(matmul({WeightFormat::F16, 2, 32, w}, x, y, 1, scratch).ok());
   EXPECT_FALSE(matmul({WeightFormat::BF16, 2, 32, w}, x, y, 1, scratch).ok());
+}
+
+// Only block formats in the row layout can be packed; padding rows are zero.
+TEST(QuantPacked, PackRejectsOtherFormatsAndLayouts) {
+  std::vector<uint8_t> out;
+  float f[64] = {};
+  EXPECT_FALSE(pack_weight({WeightFormat::F32, 2, 32, f}, out).ok());
+  std::mt19937 rng(3);
+  const TestWeight t = make_weight(WeightFormat::Q4_1, 5, 64, rng);
+  EXPECT_FALSE(pack_weight(t.view(WeightLayout::kPacked16), out).ok());
+  ASSERT_EQ(int64_t(t.packed.size()), packed_bytes(WeightFormat::Q4_1, 5, 64));
+  // Row 5..15 of the one group: scale bytes 10..31 of each tile are zero.
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int i = 10; i < 32; ++i) EXPECT_EQ(t.packed[size_t(b * 320 + i)], 0) << b << " " << i;
+  }
 }
 
 // matmul dispatches F32 to gemm_f32 and quantized formats to quant_matmul.

@@ -51,7 +51,7 @@ QUICK = {"decode1": (1, 1, "16", "16"), "streams32": (4, 4, "16-32", "16"),
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="tools/bench --compare-llama-cpp", description=__doc__)
-    p.add_argument("--pagoda-bin", default="", help="default: build-kernels/pagoda, else build/pagoda")
+    p.add_argument("--pagoda-bin", default="", help="default: build/pagoda")
     p.add_argument("--llama-bin", default="", help="folder with llama-server (default: tools/peers/llama-cpp.sh)")
     p.add_argument("--model", default="", help="the GGUF (default: tools/fetch-model)")
     p.add_argument("--threads", type=int, default=2)

@@ -37,6 +37,7 @@
 #include "gpu/backend.hpp"
 #include "gpu/cpu/cpu_isa.hpp"
 #include "gpu/cpu/quant_matmul.hpp"
+#include "gpu/cpu/quant_packed.hpp"
 #include "gpu/cpu/thread_pool.hpp"
 #if PAGODA_HAVE_CUDA
 #include "gpu/cuda/cuda_backend.hpp"
@@ -294,7 +295,10 @@ double thread_cpu_seconds() {
 void cpu_matmul_cases(const char* name, WeightFormat f, int64_t M, int64_t N, int64_t K,
                       double seconds_budget, std::vector<std::string>& out) {
   const std::vector<uint8_t> raw = random_quant_weight(f, N, K, 7);
-  const LinearWeight w{f, N, K, raw.data()};
+  std::vector<uint8_t> packed_bytes;
+  const LinearWeight rows{f, N, K, raw.data()};
+  const auto packed = cpu::pack_weight(rows, packed_bytes);
+  if (!packed) std::exit(1);
   std::vector<float> x(size_t(M * K)), y(size_t(M * N));
   std::mt19937 rng(8);
   std::normal_distribution<float> g(0.0f, 1.0f);
@@ -302,38 +306,41 @@ void cpu_matmul_cases(const char* name, WeightFormat f, int64_t M, int64_t N, in
   cpu::MatmulScratch scratch;
   cpu::ThreadPool& pool = cpu::ThreadPool::global();
   static cpu::ThreadPool one(1);
-  double avx2_cpu = 0;
-  for (cpu::QuantIsa isa : cpu::kAllQuantIsas) {
-    if (!cpu::quant_isa_supported(isa)) continue;
-    if (isa == cpu::QuantIsa::Scalar && M > 1) continue;  // minutes at M = 512
-    auto timed = [&](cpu::ThreadPool& p, bool cpu_clock) {
-      auto call = [&] {
-        if (!cpu::quant_matmul(w, x.data(), y.data(), M, scratch, isa, p)) std::exit(1);
-      };
-      call();
-      int iters = 0;
-      const double c0 = thread_cpu_seconds();
-      const auto t0 = std::chrono::steady_clock::now();
-      double sec = 0;
-      do {
+  for (const LinearWeight& w : {rows, *packed}) {
+    const char* layout = w.layout == WeightLayout::kRows ? "rows" : "packed16";
+    double avx2_cpu = 0;
+    for (cpu::QuantIsa isa : cpu::kAllQuantIsas) {
+      if (!cpu::quant_isa_supported(isa)) continue;
+      if (isa == cpu::QuantIsa::Scalar && M > 1) continue;  // minutes at M = 512
+      auto timed = [&](cpu::ThreadPool& p, bool cpu_clock) {
+        auto call = [&] {
+          if (!cpu::quant_matmul(w, x.data(), y.data(), M, scratch, isa, p)) std::exit(1);
+        };
         call();
-        ++iters;
-        sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      } while (sec < seconds_budget || iters < 3);
-      return (cpu_clock ? thread_cpu_seconds() - c0 : sec) / iters * 1e6;
-    };
-    const double us = timed(pool, false), cpu_us = timed(one, true);
-    if (isa == cpu::QuantIsa::Avx2) avx2_cpu = cpu_us;
-    char line[448];
-    std::snprintf(line, sizeof line,
-                  "{\"name\":\"%s\",\"format\":\"%s\",\"isa\":\"%s\",\"threads\":%zu,"
-                  "\"M\":%lld,\"N\":%lld,\"K\":%lld,\"us\":%.1f,\"gop_per_s\":%.1f,"
-                  "\"cpu_us_1t\":%.1f,\"gop_per_cpu_s\":%.1f,\"cpu_speedup_vs_avx2\":%.3f}",
-                  name, format_name(f).data(), cpu::isa_name(isa).data(), pool.size(),
-                  (long long)M, (long long)N, (long long)K, us, 2.0 * M * N * K / us / 1e3,
-                  cpu_us, 2.0 * M * N * K / cpu_us / 1e3, avx2_cpu > 0 ? avx2_cpu / cpu_us : 0.0);
-    std::fprintf(stderr, "%s\n", line);
-    out.push_back(line);
+        int iters = 0;
+        const double c0 = thread_cpu_seconds();
+        const auto t0 = std::chrono::steady_clock::now();
+        double sec = 0;
+        do {
+          call();
+          ++iters;
+          sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        } while (sec < seconds_budget || iters < 3);
+        return (cpu_clock ? thread_cpu_seconds() - c0 : sec) / iters * 1e6;
+      };
+      const double us = timed(pool, false), cpu_us = timed(one, true);
+      if (isa == cpu::QuantIsa::Avx2) avx2_cpu = cpu_us;
+      char line[448];
+      std::snprintf(line, sizeof line,
+                    "{\"name\":\"%s\",\"format\":\"%s\",\"layout\":\"%s\",\"isa\":\"%s\",\"threads\":%zu,"
+                    "\"M\":%lld,\"N\":%lld,\"K\":%lld,\"us\":%.1f,\"gop_per_s\":%.1f,"
+                    "\"cpu_us_1t\":%.1f,\"gop_per_cpu_s\":%.1f,\"cpu_speedup_vs_avx2\":%.3f}",
+                    name, format_name(f).data(), layout, cpu::isa_name(isa).data(), pool.size(),
+                    (long long)M, (long long)N, (long long)K, us, 2.0 * M * N * K / us / 1e3,
+                    cpu_us, 2.0 * M * N * K / cpu_us / 1e3, avx2_cpu > 0 ? avx2_cpu / cpu_us : 0.0);
+      std::fprintf(stderr, "%s\n", line);
+      out.push_back(line);
+    }
   }
 }
 

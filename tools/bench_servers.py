@@ -145,12 +145,7 @@ def loadavg() -> list:
 
 
 def newest_pagoda() -> str:
-    """build-kernels/pagoda when it exists, else build/pagoda (the kernel
-    helper's build has the newest kernels during a session)."""
-    for d in ("build-kernels", "build"):
-        p = ROOT / d / "pagoda"
-        if p.exists():
-            return str(p)
+    """build/pagoda: what `tools/dev` builds (pass --pagoda-bin for another build)."""
     return str(ROOT / "build" / "pagoda")
 
 

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "gpu/cpu/gemm_f32.hpp"
+#include "gpu/cpu/half_matmul.hpp"
+#include "gpu/cpu/quant_packed.hpp"
 #include "gpu/quant_format.hpp"
 
 namespace pagoda::gpu::cpu {
@@ -25,11 +27,11 @@ void quantize_block(const float* x, ActBlock& out) {
     amax = std::max(amax, std::fabs(x[j]));
   }
   if (!finite) {
-    out = ActBlock{std::nanf(""), std::nanf(""), {}};
+    out = ActBlock{std::nanf(""), std::nanf(""), 0, {}};
     return;
   }
   if (amax < kTinyBlock) {  // keeps d normal and 1/d finite
-    out = ActBlock{0.0f, 0.0f, {}};
+    out = ActBlock{0.0f, 0.0f, 0, {}};
     return;
   }
   const float d = amax / 127.0f;
@@ -43,6 +45,7 @@ void quantize_block(const float* x, ActBlock& out) {
   }
   out.d = d;
   out.s = d * static_cast<float>(sum);
+  out.sum = sum;
 }
 
 // Weight quant j of a block as a signed integer (Q4_1: the unsigned nibble).
@@ -147,6 +150,22 @@ TileFn tile_kernel(QuantIsa isa) {
   return &detail::quant_tile_scalar;
 }
 
+// The packed kernels' split: tasks of kTileM rows of x × a few 16-row groups
+// of W (two for a single row, as the decode micro-kernel takes two at once).
+void run_packed(const LinearWeight& w, const detail::ActBlock* act, float* y, int64_t M,
+                detail::PackedTileFn kernel, ThreadPool& pool) {
+  const int64_t groups = (w.n + kPackRows - 1) / kPackRows;
+  const int64_t per_task = M == 1 ? 2 : 4;
+  const int64_t tasks_g = (groups + per_task - 1) / per_task;
+  const int64_t tasks = (M + kTileM - 1) / kTileM * tasks_g;
+  pool.parallel_for(size_t(tasks), [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      const int64_t m0 = int64_t(t) / tasks_g * kTileM, g0 = int64_t(t) % tasks_g * per_task;
+      kernel(w, act, y, m0, std::min(M, m0 + kTileM), g0, std::min(groups, g0 + per_task));
+    }
+  });
+}
+
 }  // namespace
 
 Result<void> quant_matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
@@ -166,11 +185,16 @@ Result<void> quant_matmul(const LinearWeight& w, const float* x, float* y, int64
   detail::ActBlock* act = scratch.activation_blocks(static_cast<size_t>(M * nb));
   QuantArgs a{&w, x, act, y, M, (w.n + kTileN - 1) / kTileN,
               tile_kernel(isa)};
-  pool.parallel_for(static_cast<size_t>(M), [&a](size_t m0, size_t m1) {
+  const auto quantize = isa == QuantIsa::Scalar ? &detail::quantize_activations
+                                                : &detail::quantize_activations_avx2;
+  pool.parallel_for(static_cast<size_t>(M), [&a, quantize](size_t m0, size_t m1) {
     const int64_t K = a.w->k;
-    detail::quantize_activations(a.x + m0 * K, static_cast<int64_t>(m1 - m0), K,
-                                 a.act + m0 * (K / kQuantBlock));
+    quantize(a.x + m0 * K, static_cast<int64_t>(m1 - m0), K, a.act + m0 * (K / kQuantBlock));
   }, kQuantizeRowsPerChunk);
+  if (w.layout == WeightLayout::kPacked16) {
+    run_packed(w, act, y, M, detail::packed_tile_kernel(isa), pool);
+    return {};
+  }
   const int64_t tiles = (M + kTileM - 1) / kTileM * a.tiles_n;
   pool.parallel_for(static_cast<size_t>(tiles), [&a](size_t t0, size_t t1) {
     for (size_t t = t0; t < t1; ++t) {
@@ -194,10 +218,12 @@ Result<void> matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
     case WeightFormat::Q4_1:
       return quant_matmul(w, x, y, M, scratch, best_quant_isa(), pool);
     case WeightFormat::F16:
-    case WeightFormat::BF16: break;
+    case WeightFormat::BF16:
+      if (w.layout == WeightLayout::kPacked16) return half_matmul(w, x, y, M, best_quant_isa(), pool);
+      break;
   }
   return make_error("matmul: " + std::string(format_name(w.format)) +
-                    " weights must be converted to F32 at load");
+                    " weights must be packed (pack_half_weight) or converted to F32 at load");
 }
 
 }  // namespace pagoda::gpu::cpu

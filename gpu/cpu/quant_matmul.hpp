@@ -21,6 +21,10 @@
 //    order is fixed by the 8-lane layout described in quant_tile_simd.hpp;
 //    the scalar kernel follows it, so every variant gives identical bits.
 //
+// A weight in WeightLayout::kPacked16 (gpu/cpu/quant_packed.hpp, what the CPU
+// backend loads) goes to the packed kernels instead, with their own
+// summation order (bit-exact across variants just the same).
+//
 // Threading: work is split over tiles of (rows of x) × (rows of W) on the
 // given ThreadPool. Thread-safety: one call at a time per pool and per
 // scratch (the executor thread owns both).
@@ -42,9 +46,10 @@ namespace detail {
 struct ActBlock {
   float d;         // scale: amax/127 (0 for an all-zero block)
   float s;         // d · Σ qs, rounded to fp32 (used by Q4_1)
+  int32_t sum;     // Σ qs (the packed kernels' integer offsets; 0 for a non-finite block)
   int8_t qs[32];   // round(x/d), in [-127, 127]
 };
-static_assert(sizeof(ActBlock) == 40);
+static_assert(sizeof(ActBlock) == 44);
 
 // Quantizes x[M, K] (K % 32 == 0) into out[M, K/32]: d = amax/127 and
 // q = round-to-nearest-even(x·(1/d)) in fp32. A block with amax < 1e-30 is
@@ -52,6 +57,10 @@ static_assert(sizeof(ActBlock) == 40);
 // so the outputs that read it are NaN.
 void quantize_activations(const float* x /*[M,K]*/, int64_t M, int64_t K,
                           ActBlock* out /*[M,K/32]*/);
+// The same bytes with AVX2 (requires cpu_features().avx2); quant_matmul uses
+// it for every isa but Scalar.
+void quantize_activations_avx2(const float* x /*[M,K]*/, int64_t M, int64_t K,
+                               ActBlock* out /*[M,K/32]*/);
 
 // Kernels: y[m, n] for m in [m0, m1), n in [n0, n1); act is [M, K/32], y is
 // [M, w.n] (row stride w.n). w.format must be Q8_0, Q4_0 or Q4_1.
@@ -88,8 +97,9 @@ Result<void> quant_matmul(const LinearWeight& w, const float* x /*[M,K]*/,
                           ThreadPool& pool = ThreadPool::global());
 
 // The entry point for every linear layer: F32 -> gemm_f32 (exact); Q8_0,
-// Q4_0, Q4_1 -> quant_matmul with the best isa. F16/BF16 weights are
-// converted to F32 at load and are an Error here.
+// Q4_0, Q4_1 -> quant_matmul with the best isa; F16/BF16 packed by
+// pack_half_weight -> half_matmul (gpu/cpu/half_matmul.hpp). F16/BF16 in the
+// row layout are an Error here (the loader converts them to F32).
 Result<void> matmul(const LinearWeight& w, const float* x /*[M,K]*/, float* y /*[M,N]*/,
                     int64_t M, MatmulScratch& scratch,
                     ThreadPool& pool = ThreadPool::global());

@@ -1,0 +1,125 @@
+#include "gpu/cpu/quant_packed.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "gpu/quant_format.hpp"
+
+namespace pagoda::gpu::cpu {
+
+namespace {
+
+// Header bytes of a tile (the scales, and Q4_1's offsets).
+constexpr int64_t header_bytes(WeightFormat f) { return f == WeightFormat::Q4_1 ? 64 : 32; }
+
+// Copies one source block (row r of a group) into the group's tile.
+void pack_block(WeightFormat f, const uint8_t* src, int r, uint8_t* tile) {
+  std::memcpy(tile + 2 * r, src, 2);  // d
+  uint8_t* q = tile + header_bytes(f);
+  if (f == WeightFormat::Q8_0) {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+    for (int c = 0; c < 8; ++c) {
+      for (int t = 0; t < 4; ++t) q[64 * c + 4 * r + t] = uint8_t(int(b->qs[4 * c + t]) + 128);
+    }
+    return;
+  }
+  const uint8_t* qs = f == WeightFormat::Q4_0 ? reinterpret_cast<const BlockQ4_0*>(src)->qs
+                                              : reinterpret_cast<const BlockQ4_1*>(src)->qs;
+  if (f == WeightFormat::Q4_1) std::memcpy(tile + 32 + 2 * r, src + 2, 2);  // m
+  for (int c = 0; c < 4; ++c) std::memcpy(q + 64 * c + 4 * r, qs + 4 * c, 4);
+}
+
+// Exact integer dot of one packed row (group tile, row r) with an activation block.
+int32_t packed_partial(WeightFormat f, const uint8_t* tile, int r, const detail::ActBlock& a) {
+  const uint8_t* q = tile + header_bytes(f);
+  int32_t p = 0;
+  if (f == WeightFormat::Q8_0) {
+    for (int j = 0; j < 32; ++j) p += (int(q[64 * (j / 4) + 4 * r + j % 4]) - 128) * a.qs[j];
+    return p;
+  }
+  const int off = f == WeightFormat::Q4_0 ? 8 : 0;
+  for (int j = 0; j < 16; ++j) {
+    const uint8_t byte = q[64 * (j / 4) + 4 * r + j % 4];
+    p += (int(byte & 0xF) - off) * a.qs[j] + (int(byte >> 4) - off) * a.qs[j + 16];
+  }
+  return p;
+}
+
+uint16_t load_half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+}  // namespace
+
+bool packed_layout_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("PAGODA_CPU_PACKED");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
+
+Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& out) {
+  const int64_t T = packed_tile_bytes(w.format);
+  if (T == 0 || w.layout != WeightLayout::kRows) {
+    return make_error("pack_weight: " + std::string(format_name(w.format)) +
+                      " weights in this layout cannot be packed");
+  }
+  if (w.k % kQuantBlock != 0 || w.n <= 0 || w.data == nullptr) {
+    return make_error("pack_weight: bad weight shape");
+  }
+  const int64_t nb = w.k / kQuantBlock;
+  out.assign(size_t(packed_bytes(w.format, w.n, w.k)), 0);  // padding rows: all zero
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  const int64_t bb = block_bytes(w.format);
+  for (int64_t n = 0; n < w.n; ++n) {
+    const int64_t g = n / kPackRows;
+    for (int64_t b = 0; b < nb; ++b) {
+      pack_block(w.format, src + n * w.row_bytes() + b * bb, int(n % kPackRows),
+                 out.data() + (g * nb + b) * T);
+    }
+  }
+  return LinearWeight{w.format, w.n, w.k, out.data(), WeightLayout::kPacked16};
+}
+
+namespace detail {
+
+void packed_tile_scalar(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                        int64_t m1, int64_t g0, int64_t g1) {
+  const int64_t nb = w.k / kQuantBlock, T = packed_tile_bytes(w.format);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const bool offset = w.format == WeightFormat::Q4_1;
+  for (int64_t m = m0; m < m1; ++m) {
+    const ActBlock* a = act + m * nb;
+    for (int64_t g = g0; g < g1; ++g) {
+      for (int r = 0; r < kPackRows && g * kPackRows + r < w.n; ++r) {
+        float acc = 0.0f, macc = 0.0f;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* tile = base + (g * nb + b) * T;
+          const float d = fp16_to_fp32(load_half(tile + 2 * r)) * a[b].d;
+          acc = std::fma(d, float(packed_partial(w.format, tile, r, a[b])), acc);
+          if (offset) macc = std::fma(fp16_to_fp32(load_half(tile + 32 + 2 * r)), a[b].s, macc);
+        }
+        y[m * w.n + g * kPackRows + r] = offset ? acc + macc : acc;
+      }
+    }
+  }
+}
+
+PackedTileFn packed_tile_kernel(QuantIsa isa) {
+  switch (isa) {
+    case QuantIsa::Avx2: return &packed_tile_avx2;
+    case QuantIsa::AvxVnni: return &packed_tile_avxvnni;
+    case QuantIsa::Avx512Vnni: return &packed_tile_avx512vnni;
+    case QuantIsa::Scalar: break;
+  }
+  return &packed_tile_scalar;
+}
+
+}  // namespace detail
+
+}  // namespace pagoda::gpu::cpu

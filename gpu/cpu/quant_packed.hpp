@@ -1,0 +1,91 @@
+// The CPU's packed layout of block-quantized weights (WeightLayout::kPacked16)
+// and the int8 matmul kernels that read it.
+//
+// Why: in the file's row layout a SIMD kernel gets one row's 32 quants per
+// vector and has to reduce them across lanes for every (row, block). Packed,
+// one vector holds 4 consecutive quants of each of 16 rows, so vpdpbusd with
+// 4 activation bytes broadcast to every lane yields 16 rows' partial sums at
+// once, and a block's dot products for 16 rows are 8 such instructions plus
+// one scale-and-accumulate — several times fewer instructions per weight byte.
+//
+// Layout. Rows are grouped by 16 (group g = rows 16g..16g+15; the last group
+// is padded with zero rows). Per group and per 32-element block b, one tile
+// of packed_tile_bytes(F) bytes, at (g·nb + b)·tile_bytes (nb = K/32):
+//  - d[16]: the rows' fp16 scales (32 B); Q4_1 then m[16]: fp16 offsets (32 B);
+//  - quants in 64-byte chunks; chunk c holds, for row r = 0..15, 4 bytes at
+//    64c + 4r + t (t = 0..3):
+//      Q4_0 / Q4_1 (4 chunks): the file's byte qs[4c + t] — low nibble is
+//        element 4c + t, high nibble element 16 + 4c + t;
+//      Q8_0 (8 chunks): element 4c + t as an unsigned byte q + 128.
+//
+// The math (every ISA variant gives the same bits as the scalar one): for
+// weight row w and activation row a (quantize_activations' ActBlocks), per
+// block b the exact integer P_b = Σ_j q_w[j]·q_a[j] (q_w signed: Q4_0 nibble
+// − 8, Q8_0 the file's int8; Q4_1 the unsigned nibble), then in block order
+//     acc = fma(fp32(d_w·d_a), fp32(P_b), acc);   Q4_1: macc = fma(m_w, s_a, macc)
+// and y = acc + macc for Q4_1, y = acc otherwise. The variants get P_b through
+// unsigned×signed byte products with offsets removed exactly in int32
+// (Q4_0: Σ nib·q_a − 8·Σq_a; Q8_0: Σ (q+128)·q_a − 128·Σq_a) or, on AVX2,
+// through pmaddubsw/pmaddwd. Error bounds are those of quant_matmul.hpp
+// (the same quantized terms, summed in another order).
+//
+// Thread-safety: pure functions over caller-owned memory; packed_matmul's
+// threading is quant_matmul's (one call at a time per pool and scratch).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gpu/cpu/cpu_isa.hpp"
+#include "gpu/cpu/quant_matmul.hpp"
+#include "gpu/result.hpp"
+#include "gpu/weight_format.hpp"
+
+namespace pagoda::gpu::cpu {
+
+inline constexpr int64_t kPackRows = 16;
+
+// Bytes of one (16-row group, block) tile; 0 for a format that cannot be packed.
+constexpr int64_t packed_tile_bytes(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::Q4_0: return 32 + 4 * 64;
+    case WeightFormat::Q4_1: return 64 + 4 * 64;
+    case WeightFormat::Q8_0: return 32 + 8 * 64;
+    default: return 0;
+  }
+}
+
+// Bytes of W[n, k] packed (k % 32 == 0; n rounded up to a multiple of 16).
+constexpr int64_t packed_bytes(WeightFormat f, int64_t n, int64_t k) {
+  return (n + kPackRows - 1) / kPackRows * (k / 32) * packed_tile_bytes(f);
+}
+
+// Packs a kRows weight (Q8_0, Q4_0 or Q4_1, k % 32 == 0) into `out`
+// (resized to packed_bytes) and returns the kPacked16 view of it (valid while
+// `out` lives and is not resized). An Error for another format or layout.
+Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& out);
+
+// Whether loaders should pack (default yes; PAGODA_CPU_PACKED=0 keeps the
+// file's row layout, for comparisons). Read once; thread-safe.
+bool packed_layout_enabled();
+
+namespace detail {
+
+// Kernels: y[m, n] for m in [m0, m1) and the rows n of groups [g0, g1) that
+// are < w.n; act is [M, K/32], y is [M, w.n]. w is kPacked16.
+using PackedTileFn = void (*)(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                              int64_t m1, int64_t g0, int64_t g1);
+void packed_tile_scalar(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                        int64_t m1, int64_t g0, int64_t g1);
+void packed_tile_avx2(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                      int64_t m1, int64_t g0, int64_t g1);
+void packed_tile_avxvnni(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                         int64_t m1, int64_t g0, int64_t g1);
+void packed_tile_avx512vnni(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                            int64_t m1, int64_t g0, int64_t g1);
+
+PackedTileFn packed_tile_kernel(QuantIsa isa);
+
+}  // namespace detail
+
+}  // namespace pagoda::gpu::cpu

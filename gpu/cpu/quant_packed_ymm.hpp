@@ -1,0 +1,177 @@
+// The 256-bit body of the packed-layout kernels (gpu/cpu/quant_packed.hpp),
+// shared by the AVX2 and AVX-VNNI variants. NOT a normal header: each
+// variant's .cpp includes it once, inside its own anonymous namespace, after
+// defining
+//   PAGODA_SIMD   the function attribute, e.g. target("avx2,fma,f16c")
+//   PAGODA_VNNI   0: pmaddubsw + pmaddwd; 1: vpdpbusd (AVX-VNNI)
+// and gets `template <WeightFormat F> void tile(...)` with
+// packed_tile_scalar's contract.
+//
+// A ymm covers half a group: 8 rows ("unit" u = 2g + h, h = 0, 1, rows
+// 16g + 8h ..). The unit's bytes of chunk c are tile + header + 64c + 32h,
+// its scales tile + 16h (Q4_1 offsets tile + 32 + 16h). The exact P_b:
+//  - VNNI: as the AVX-512 kernel (offsets removed in int32);
+//  - AVX2, Q4: pmaddubsw(nibbles, activations) for the 8 chunk halves summed
+//    in int16 (|sum| <= 8·2·15·127 = 30480, no overflow), one pmaddwd;
+//  - AVX2, Q8_0: the signed weight w = byte ^ 0x80, pmaddubsw(|w|, sign(a, w))
+//    (pairs <= 2·128·127 < 2^15) and pmaddwd per chunk, summed in int32.
+// The fp32 steps are those of the scalar kernel, so the bits are the same.
+
+template <WeightFormat F>
+constexpr int64_t kHeader = F == WeightFormat::Q4_1 ? 64 : 32;
+
+PAGODA_SIMD inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// The unit's 8 weight vectors: Q4: low nibbles of chunks 0..3, then high
+// nibbles; Q8_0: the stored bytes of chunks 0..7.
+template <WeightFormat F>
+PAGODA_SIMD inline void unpack(const uint8_t* q, __m256i* v) {
+  if constexpr (F == WeightFormat::Q8_0) {
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) v[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c));
+  } else {
+    const __m256i mask = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c));
+      v[c] = _mm256_and_si256(x, mask);
+      v[c + 4] = _mm256_and_si256(_mm256_srli_epi16(x, 4), mask);
+    }
+  }
+}
+
+template <WeightFormat F>
+PAGODA_SIMD inline __m256i partial(const __m256i* v, const ActBlock& a) {
+#if PAGODA_VNNI
+  __m256i p0 = _mm256_setzero_si256();
+  if constexpr (F == WeightFormat::Q4_0) p0 = _mm256_set1_epi32(-8 * a.sum);
+  if constexpr (F == WeightFormat::Q8_0) p0 = _mm256_set1_epi32(-128 * a.sum);
+  __m256i p1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    p0 = _mm256_dpbusd_avx_epi32(p0, v[c], bcast4(a.qs + 4 * c));
+    p1 = _mm256_dpbusd_avx_epi32(p1, v[c + 4], bcast4(a.qs + 16 + 4 * c));
+  }
+  return _mm256_add_epi32(p0, p1);
+#else
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (F == WeightFormat::Q8_0) {
+    __m256i p = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m256i w = _mm256_xor_si256(v[c], _mm256_set1_epi8(-128));
+      const __m256i s = _mm256_sign_epi8(bcast4(a.qs + 4 * c), w);
+      p = _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), s), ones));
+    }
+    return p;
+  } else {
+    __m256i s16 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[c], bcast4(a.qs + 4 * c)));
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[c + 4], bcast4(a.qs + 16 + 4 * c)));
+    }
+    const __m256i p = _mm256_madd_epi16(s16, ones);
+    if constexpr (F == WeightFormat::Q4_0) return _mm256_sub_epi32(p, _mm256_set1_epi32(8 * a.sum));
+    return p;
+  }
+#endif
+}
+
+// out[i·MR + r] = the 8 outputs of unit u0 + i for activation row a[r].
+template <WeightFormat F, int NU, int MR>
+PAGODA_SIMD inline void micro(const LinearWeight& w, int64_t u0, const ActBlock* const* a,
+                              __m256* out) {
+  constexpr int64_t T = packed_tile_bytes(F);
+  constexpr bool kOffset = F == WeightFormat::Q4_1;
+  const int64_t nb = w.k / kQuantBlock;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  __m256 acc[NU][MR], macc[NU][MR];
+  for (int i = 0; i < NU * MR; ++i) acc[i / MR][i % MR] = macc[i / MR][i % MR] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 2
+    for (int i = 0; i < NU; ++i) {
+      const int64_t u = u0 + i, h = u % 2;
+      const uint8_t* t = base + ((u / 2) * nb + b) * T;
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t + 16 * h)));
+      __m256 mw = _mm256_setzero_ps();
+      if constexpr (kOffset) {
+        mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t + 32 + 16 * h)));
+      }
+      __m256i v[8];
+      unpack<F>(t + kHeader<F> + 32 * h, v);
+#pragma GCC unroll 2
+      for (int r = 0; r < MR; ++r) {
+        const ActBlock& ab = a[r][b];
+        const __m256 p = _mm256_cvtepi32_ps(partial<F>(v, ab));
+        acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(ab.d)), p, acc[i][r]);
+        if constexpr (kOffset) macc[i][r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(ab.s), macc[i][r]);
+      }
+    }
+  }
+  for (int i = 0; i < NU * MR; ++i) {
+    out[i] = kOffset ? _mm256_add_ps(acc[i / MR][i % MR], macc[i / MR][i % MR])
+                     : acc[i / MR][i % MR];
+  }
+}
+
+// Stores unit u's 8 outputs for row m (only the rows < w.n).
+PAGODA_SIMD inline void store(const LinearWeight& w, float* y, int64_t m, int64_t u, __m256 v) {
+  float* dst = y + m * w.n + u * 8;
+  const int64_t valid = std::min<int64_t>(8, w.n - u * 8);
+  if (valid == 8) {
+    _mm256_storeu_ps(dst, v);
+  } else if (valid > 0) {
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, v);
+    std::memcpy(dst, tmp, size_t(valid) * sizeof(float));
+  }
+}
+
+template <WeightFormat F, int NU, int MR>
+PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int64_t m, int64_t u,
+                            float* y) {
+  __m256 out[NU * MR];
+  micro<F, NU, MR>(w, u, a, out);
+  for (int i = 0; i < NU; ++i) {
+    for (int r = 0; r < MR; ++r) store(w, y, m + r, u + i, out[i * MR + r]);
+  }
+}
+
+template <WeightFormat F>
+PAGODA_SIMD void tile(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                      int64_t m1, int64_t g0, int64_t g1) {
+  const int64_t nb = w.k / kQuantBlock;
+  const int64_t u1 = std::min(2 * g1, (w.n + 7) / 8);  // units past the last row are skipped
+  if (m1 - m0 == 1) {
+    const ActBlock* a[1] = {act + m0 * nb};
+    int64_t u = 2 * g0;
+    for (; u + 2 <= u1; u += 2) run<F, 2, 1>(w, a, m0, u, y);
+    if (u < u1) run<F, 1, 1>(w, a, m0, u, y);
+    return;
+  }
+  for (int64_t u = 2 * g0; u < u1; ++u) {
+    for (int64_t m = m0; m < m1; m += 2) {
+      const ActBlock* a[2] = {act + m * nb, act + std::min(m + 1, m1 - 1) * nb};
+      if (m + 1 < m1) {
+        run<F, 1, 2>(w, a, m, u, y);
+      } else {
+        run<F, 1, 1>(w, a, m, u, y);
+      }
+    }
+  }
+}
+
+PAGODA_SIMD inline void tile_any(const LinearWeight& w, const ActBlock* act, float* y,
+                                 int64_t m0, int64_t m1, int64_t g0, int64_t g1) {
+  switch (w.format) {
+    case WeightFormat::Q8_0: tile<WeightFormat::Q8_0>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q4_0: tile<WeightFormat::Q4_0>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q4_1: tile<WeightFormat::Q4_1>(w, act, y, m0, m1, g0, g1); return;
+    default: return;
+  }
+}
