@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "gpu/cpu/quant_packed.hpp"
 #include "gpu/quant_format.hpp"
 
 namespace pagoda::gpu::cpu {
@@ -83,17 +84,11 @@ Result<void> half_matmul(const LinearWeight& w, const float* x, float* y, int64_
                       quant_isa_unsupported_reason(isa));
   }
   if (M <= 0) return {};
-  constexpr int64_t kTileM = 64;
   const detail::HalfTileFn kernel = half_kernel(isa);
-  const int64_t groups = (w.n + 15) / 16, per_task = M == 1 ? 4 : 2;
-  const int64_t tasks_g = (groups + per_task - 1) / per_task;
-  const int64_t tasks = (M + kTileM - 1) / kTileM * tasks_g;
-  pool.parallel_for(size_t(tasks), [&](size_t t0, size_t t1) {
-    for (size_t t = t0; t < t1; ++t) {
-      const int64_t m0 = int64_t(t) / tasks_g * kTileM, g0 = int64_t(t) % tasks_g * per_task;
-      kernel(w, x, y, m0, std::min(M, m0 + kTileM), g0, std::min(groups, g0 + per_task));
-    }
-  });
+  for_each_group_tile(pool, M, (w.n + 15) / 16, M == 1 ? 4 : 2,
+                      [&](int64_t m0, int64_t m1, int64_t g0, int64_t g1) {
+                        kernel(w, x, y, m0, m1, g0, g1);
+                      });
   return {};
 }
 

@@ -6,6 +6,12 @@
 // cpu_features().avx512 (through QuantIsa::Avx512Vnni).
 #include <immintrin.h>
 
+// GCC 12 warns inside its own headers that _mm512_cvtph_ps / _mm512_cvtepi32_ps
+// read an "uninitialized" pass-through operand (their unmasked forms ignore it).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include <algorithm>
 
 #include "gpu/cpu/half_matmul.hpp"

@@ -150,20 +150,14 @@ TileFn tile_kernel(QuantIsa isa) {
   return &detail::quant_tile_scalar;
 }
 
-// The packed kernels' split: tasks of kTileM rows of x × a few 16-row groups
-// of W (two for a single row, as the decode micro-kernel takes two at once).
+// Two groups per task for a single row (the decode micro-kernel takes two at once).
 void run_packed(const LinearWeight& w, const detail::ActBlock* act, float* y, int64_t M,
                 detail::PackedTileFn kernel, ThreadPool& pool) {
   const int64_t groups = (w.n + kPackRows - 1) / kPackRows;
-  const int64_t per_task = M == 1 ? 2 : 4;
-  const int64_t tasks_g = (groups + per_task - 1) / per_task;
-  const int64_t tasks = (M + kTileM - 1) / kTileM * tasks_g;
-  pool.parallel_for(size_t(tasks), [&](size_t t0, size_t t1) {
-    for (size_t t = t0; t < t1; ++t) {
-      const int64_t m0 = int64_t(t) / tasks_g * kTileM, g0 = int64_t(t) % tasks_g * per_task;
-      kernel(w, act, y, m0, std::min(M, m0 + kTileM), g0, std::min(groups, g0 + per_task));
-    }
-  });
+  for_each_group_tile(pool, M, groups, M == 1 ? 2 : 4,
+                      [&](int64_t m0, int64_t m1, int64_t g0, int64_t g1) {
+                        kernel(w, act, y, m0, m1, g0, g1);
+                      });
 }
 
 }  // namespace

@@ -65,6 +65,23 @@ constexpr int64_t packed_bytes(WeightFormat f, int64_t n, int64_t k) {
 // `out` lives and is not resized). An Error for another format or layout.
 Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& out);
 
+// The split both packed matmuls use: tasks of 64 rows of x × `per_task`
+// 16-row groups of W on `pool`; fn(m0, m1, g0, g1) per task (any callable,
+// not copied). Runs on the caller and the pool's workers.
+template <class F>
+void for_each_group_tile(ThreadPool& pool, int64_t M, int64_t groups, int64_t per_task,
+                         const F& fn) {
+  constexpr int64_t kTileM = 64;
+  const int64_t tasks_g = (groups + per_task - 1) / per_task;
+  const int64_t tasks = (M + kTileM - 1) / kTileM * tasks_g;
+  pool.parallel_for(size_t(tasks), [&](size_t t0, size_t t1) {
+    for (size_t t = t0; t < t1; ++t) {
+      const int64_t m0 = int64_t(t) / tasks_g * kTileM, g0 = int64_t(t) % tasks_g * per_task;
+      fn(m0, m0 + kTileM < M ? m0 + kTileM : M, g0, g0 + per_task < groups ? g0 + per_task : groups);
+    }
+  });
+}
+
 // Whether loaders should pack (default yes; PAGODA_CPU_PACKED=0 keeps the
 // file's row layout, for comparisons). Read once; thread-safe.
 bool packed_layout_enabled();

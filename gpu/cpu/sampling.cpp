@@ -6,7 +6,9 @@
 #include <cmath>
 #include <limits>
 
+#include "gpu/cpu/cpu_isa.hpp"
 #include "gpu/cpu/cpu_ops.hpp"
+#include "gpu/cpu/sampling_simd.hpp"
 #include "gpu/philox.hpp"
 
 namespace pagoda::gpu::cpu {
@@ -15,6 +17,8 @@ namespace {
 
 using Worker = SamplingScratch::Worker;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// The AVX2 reductions unless the CPU lacks them or PAGODA_CPU_ISA=scalar.
+const bool kSimd = best_quant_isa() != QuantIsa::Scalar;
 // Tokens this far below the max carry < V * e^-40 of the mass: never inside a
 // top_p < 1 nucleus, so the top_p sort may skip them (their mass still counts).
 constexpr double kNucleusWindow = 40.0;
@@ -66,6 +70,7 @@ void apply_penalties(const SamplingParams& p, const SamplingRowParams& rp, const
 }
 
 int32_t argmax(const float* x, int32_t n) {
+  if (kSimd) return detail::argmax_avx2(x, n);
   int32_t best = 0;
   for (int32_t i = 1; i < n; ++i) {
     if (x[i] > x[best]) best = i;
@@ -73,10 +78,12 @@ int32_t argmax(const float* x, int32_t n) {
   return best;
 }
 
-// log sum exp over x[0, n), accumulated in double.
+// log sum exp over x[0, n), accumulated in double (AVX2: float exps, see
+// sampling_simd.hpp; else double exps).
 double log_sum_exp(const float* x, int32_t n) {
   const float mx = x[argmax(x, n)];
   if (mx == kNegInf) return kNegInf;
+  if (kSimd && std::isfinite(mx)) return double(mx) + std::log(detail::sum_exp_avx2(x, n, mx));
   double sum = 0.0;
   for (int32_t i = 0; i < n; ++i) sum += std::exp(double(x[i]) - mx);
   return double(mx) + std::log(sum);
