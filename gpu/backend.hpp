@@ -113,6 +113,23 @@ class Backend {
   // Slot for the GEMMs (gpu/cpu/quant_matmul, cuBLAS): wired by the lead.
   virtual Result<void> matmul(const MatmulParams& p) = 0;
 
+  // Fused pairs, with exactly the results of the two ops in order (the
+  // defaults run them one after the other; the CPU does each pair in one
+  // pass over the rows, quantizing the matmul's activations on the way when
+  // its weight is block-quantized). mm.x must be the first op's output.
+  virtual void rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) {
+    rope(r);
+    kv_cache_write(w);
+  }
+  virtual Result<void> rms_norm_matmul(const RmsNormParams& n, const MatmulParams& mm) {
+    rms_norm(n);
+    return matmul(mm);
+  }
+  virtual Result<void> silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) {
+    silu_mul(s);
+    return matmul(mm);
+  }
+
  protected:
   // Implementations wrap a fresh allocation into a DeviceBuffer that will call
   // release(ptr, bytes) on destruction.

@@ -104,7 +104,9 @@ gpu::KvCacheSpec LlamaModel::kv_cache_spec() const {
   return spec;
 }
 
-Result<void> LlamaModel::linear(const DeviceLinear& w, const float* x, int64_t x_stride, float* y,
+namespace {
+
+gpu::MatmulParams matmul_params(const DeviceLinear& w, const float* x, int64_t x_stride, float* y,
                                 int64_t m) {
   gpu::MatmulParams p;
   p.x = x;
@@ -113,7 +115,14 @@ Result<void> LlamaModel::linear(const DeviceLinear& w, const float* x, int64_t x
   p.bias = w.bias_ptr();
   p.y = y;
   p.m = m;
-  return backend_.matmul(p);
+  return p;
+}
+
+}  // namespace
+
+Result<void> LlamaModel::linear(const DeviceLinear& w, const float* x, int64_t x_stride, float* y,
+                                int64_t m) {
+  return backend_.matmul(matmul_params(w, x, x_stride, y, m));
 }
 
 // One decoder layer. On entry residual holds the stream and, for layer > 0,
@@ -129,17 +138,18 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
 
   gpu::RmsNormParams norm{l == 0 ? rs.residual() : rs.delta(), l == 0 ? nullptr : rs.residual(),
                           w.attn_norm.as<const float>(), rs.normed(), T, H, eps};
-  backend_.rms_norm(norm);
   float* qkv = rs.wide();  // [T, qkv_width]
-  if (auto ok = linear(w.qkv, rs.normed(), H, qkv, T); !ok) return ok;
+  if (auto ok = backend_.rms_norm_matmul(norm, matmul_params(w.qkv, rs.normed(), H, qkv, T)); !ok) {
+    return ok;
+  }
   float* k = qkv + q_width;
   float* v = k + kv_width;
-  backend_.rope(rope_.params(qkv, qkv_width, k, qkv_width, st.positions, T, c.num_heads,
-                             c.num_kv_heads));
   const gpu::KvLayerView kv = cache.layer(l);
   gpu::KvCacheWriteParams wr{k, v, qkv_width, qkv_width, kv.k, kv.v, cache.layout(),
                              cache.spec().dtype, st.slot_mapping, T};
-  backend_.kv_cache_write(wr);
+  backend_.rope_kv_write(rope_.params(qkv, qkv_width, k, qkv_width, st.positions, T, c.num_heads,
+                                      c.num_kv_heads),
+                         wr);
   gpu::PagedAttentionParams at;
   at.q = qkv;
   at.q_stride = qkv_width;
@@ -155,11 +165,15 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
   backend_.paged_attention(at);
   if (auto ok = linear(w.o, rs.mid(), q_width, rs.delta(), T); !ok) return ok;
 
-  backend_.rms_norm({rs.delta(), rs.residual(), w.ffn_norm.as<const float>(), rs.normed(), T, H, eps});
   const int32_t I = c.intermediate_size;
-  if (auto ok = linear(w.gate_up, rs.normed(), H, rs.wide(), T); !ok) return ok;
-  backend_.silu_mul({rs.wide(), rs.mid(), T, I});
-  return linear(w.down, rs.mid(), I, rs.delta(), T);
+  if (auto ok = backend_.rms_norm_matmul(
+          {rs.delta(), rs.residual(), w.ffn_norm.as<const float>(), rs.normed(), T, H, eps},
+          matmul_params(w.gate_up, rs.normed(), H, rs.wide(), T));
+      !ok) {
+    return ok;
+  }
+  return backend_.silu_mul_matmul({rs.wide(), rs.mid(), T, I},
+                                  matmul_params(w.down, rs.mid(), I, rs.delta(), T));
 }
 
 Result<void> LlamaModel::issue_step(const StagedStep& st, gpu::KvCache& cache) {

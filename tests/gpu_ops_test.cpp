@@ -12,6 +12,7 @@
 
 #include "gpu/backend.hpp"
 #include "gpu/cpu/cpu_ops.hpp"
+#include "gpu/cpu/quant_packed.hpp"
 #include "tests/backend_test_util.hpp"
 
 namespace pagoda::gpu {
@@ -152,8 +153,9 @@ TEST(Ops, RmsNormFusedResidualAdd) {
 
 TEST(Ops, SiluMulUsesGateThenUpPacking) {
   auto be = cpu_backend();
-  const int T = 3, I = 45;
+  const int T = 3, I = 45;  // 45: 8-lane SIMD blocks and a scalar tail
   auto x = random_vec(size_t(T * 2 * I), 7, -6, 6);
+  x[3] = 120.0f, x[4] = -120.0f, x[5] = 0.0f, x[6] = -0.0f, x[9] = 87.5f;  // exp range ends
   std::vector<float> out(size_t(T * I));
   be->silu_mul(SiluMulParams{x.data(), out.data(), T, I});
   for (int t = 0; t < T; ++t) {
@@ -371,6 +373,114 @@ TEST(Ops, ResultsIndependentOfThreadCount) {
     outs.push_back(out);
   }
   EXPECT_EQ(outs[0], outs[1]);
+}
+
+
+// ---- fused pairs ----------------------------------------------------------------
+
+// Random Q4_1 blocks (scales in a sane range) for W[n, k].
+std::vector<uint8_t> random_q4_1(int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> raw(size_t(n * k / 32 * 20));
+  for (auto& b : raw) b = uint8_t(rng());
+  for (size_t b = 0; b < raw.size(); b += 20) {
+    const uint16_t d = 0x2000 | uint16_t(rng() & 0x3FF), m = 0xA000 | uint16_t(rng() & 0x3FF);
+    std::memcpy(&raw[b], &d, 2);
+    std::memcpy(&raw[b + 2], &m, 2);
+  }
+  return raw;
+}
+
+// The CPU's fused norm+matmul and SiLU+matmul give the bits of the two ops in
+// turn, for block weights in both layouts (fused: quantized in the norm's
+// pass), F32 weights (not fusable: the fallback) and a bias.
+TEST(Ops, FusedNormAndSiluMatmulEqualTheOpsInTurn) {
+  auto be = cpu_backend();
+  const int T = 5, H = 64, I = 96, N = 40;
+  const std::vector<uint8_t> raw_h = random_q4_1(N, H, 3), raw_i = random_q4_1(N, I, 4);
+  std::vector<uint8_t> packed_h, packed_i;
+  const auto ph = cpu::pack_weight({WeightFormat::Q4_1, N, H, raw_h.data()}, packed_h);
+  const auto pi = cpu::pack_weight({WeightFormat::Q4_1, N, I, raw_i.data()}, packed_i);
+  ASSERT_TRUE(ph.ok() && pi.ok());
+  const auto f32_h = random_vec(size_t(N * H), 5), bias = random_vec(size_t(N), 6);
+  const LinearWeight weights_h[] = {{WeightFormat::Q4_1, N, H, raw_h.data()}, *ph,
+                                    {WeightFormat::F32, N, H, f32_h.data()}};
+  const auto x = random_vec(size_t(T * H), 7), res = random_vec(size_t(T * H), 8);
+  const auto w = random_vec(size_t(H), 9, 0.5f, 1.5f), gu = random_vec(size_t(T * 2 * I), 10);
+  for (const LinearWeight& wh : weights_h) {
+    std::vector<float> r1 = res, r2 = res, n1(size_t(T * H)), n2(size_t(T * H));
+    std::vector<float> y1(size_t(T * N)), y2(size_t(T * N));
+    MatmulParams m1{n1.data(), H, wh, bias.data(), y1.data(), T}, m2 = m1;
+    m2.x = n2.data(), m2.y = y2.data();
+    be->rms_norm({x.data(), r1.data(), w.data(), n1.data(), T, H, 1e-5f});
+    ASSERT_TRUE(be->matmul(m1).ok());
+    ASSERT_TRUE(be->rms_norm_matmul({x.data(), r2.data(), w.data(), n2.data(), T, H, 1e-5f}, m2).ok());
+    EXPECT_EQ(r1, r2);
+    EXPECT_EQ(n1, n2);
+    EXPECT_EQ(y1, y2) << format_name(wh.format);
+  }
+  for (const LinearWeight& wi : {LinearWeight{WeightFormat::Q4_1, N, I, raw_i.data()}, *pi}) {
+    std::vector<float> s1(size_t(T * I)), s2(size_t(T * I)), y1(size_t(T * N)), y2(size_t(T * N));
+    MatmulParams m1{s1.data(), I, wi, nullptr, y1.data(), T}, m2 = m1;
+    m2.x = s2.data(), m2.y = y2.data();
+    be->silu_mul({gu.data(), s1.data(), T, I});
+    ASSERT_TRUE(be->matmul(m1).ok());
+    ASSERT_TRUE(be->silu_mul_matmul({gu.data(), s2.data(), T, I}, m2).ok());
+    EXPECT_EQ(s1, s2);
+    EXPECT_EQ(y1, y2);
+  }
+  // A matmul that does not read the op's output is not fused (and still right).
+  std::vector<float> other = x, n3(size_t(T * H)), y3(size_t(T * N)), y4(size_t(T * N));
+  MatmulParams m3{other.data(), H, *ph, nullptr, y3.data(), T};
+  std::vector<float> r3 = res;
+  ASSERT_TRUE(be->rms_norm_matmul({x.data(), r3.data(), w.data(), n3.data(), T, H, 1e-5f}, m3).ok());
+  MatmulParams m4 = m3;
+  m4.y = y4.data();
+  ASSERT_TRUE(be->matmul(m4).ok());
+  EXPECT_EQ(y3, y4);
+}
+
+TEST(Ops, FusedRopeAndKvWriteEqualTheOpsInTurn) {
+  auto be = cpu_backend();
+  KvCacheSpec spec{1, 2, 8, 16, KvDtype::kF32};
+  auto kv1 = be->create_kv_cache(spec, 4), kv2 = be->create_kv_cache(spec, 4);
+  ASSERT_TRUE(kv1.ok() && kv2.ok());
+  const KvCacheLayout L = kv1->layout();
+  const size_t n = size_t(L.layer_elements());
+  for (auto* kv : {&*kv1, &*kv2}) {
+    std::fill_n(static_cast<float*>(kv->layer(0).k), n, -7.0f);
+    std::fill_n(static_cast<float*>(kv->layer(0).v), n, -7.0f);
+  }
+  const int T = 37, Hq = 4, Hk = 2, D = 16, row = (Hq + 2 * Hk) * D;
+  auto rows1 = random_vec(size_t(T * row), 11);
+  auto rows2 = rows1;
+  std::vector<int32_t> pos(T);
+  std::vector<int64_t> slots(T);
+  for (int t = 0; t < T; ++t) pos[size_t(t)] = 3 * t + 1, slots[size_t(t)] = t == 5 ? -1 : (t * 7) % 32;
+  std::vector<float> inv(D / 2);
+  for (int i = 0; i < D / 2; ++i) inv[size_t(i)] = std::pow(10000.0f, -2.0f * i / D);
+  auto run = [&](std::vector<float>& rows, KvCache& kv, bool fused) {
+    float* q = rows.data();
+    float* k = q + Hq * D;
+    RopeParams r{q, k, pos.data(), inv.data(), row, row, T, Hq, Hk, D, D, RopeStyle::kNeox};
+    KvCacheWriteParams w{k, k + Hk * D, row, row, kv.layer(0).k, kv.layer(0).v, L, KvDtype::kF32,
+                         slots.data(), T};
+    if (fused) {
+      be->rope_kv_write(r, w);
+    } else {
+      be->rope(r);
+      be->kv_cache_write(w);
+    }
+  };
+  run(rows1, *kv1, false);
+  run(rows2, *kv2, true);
+  EXPECT_EQ(rows1, rows2);
+  const float* k1 = static_cast<const float*>(kv1->layer(0).k);
+  const float* k2 = static_cast<const float*>(kv2->layer(0).k);
+  const float* v1 = static_cast<const float*>(kv1->layer(0).v);
+  const float* v2 = static_cast<const float*>(kv2->layer(0).v);
+  EXPECT_EQ(std::vector<float>(k1, k1 + n), std::vector<float>(k2, k2 + n));
+  EXPECT_EQ(std::vector<float>(v1, v1 + n), std::vector<float>(v2, v2 + n));
 }
 
 }  // namespace

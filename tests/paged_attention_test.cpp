@@ -4,9 +4,15 @@
 // GQA groups 1/2/3/4, shuffled physical block ids, NaN poison in every unused
 // slot and block and behind every padded block-table entry, chunked prefill
 // mixed with decode rows and padding rows, split-K, batch vs one-at-a-time.
+// Then every kernel variant (cpu::AttnIsa) this CPU runs, called directly:
+// against the fp64 reference, bitwise batch/tile/thread independence, the
+// exp's error bound, exact zero weights for masked keys and key-less rows,
+// and AVX2 == AVX-512 bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -15,6 +21,8 @@
 
 #include "gpu/backend.hpp"
 #include "gpu/cpu/cpu_ops.hpp"
+#include "gpu/cpu/paged_attention_kernels.hpp"
+#include "gpu/cpu/thread_pool.hpp"
 #include "tests/attention_problem.hpp"
 #include "tests/attention_rows.hpp"
 
@@ -160,6 +168,208 @@ TEST(PagedAttention, IndirectTableRowsEqualDenseBitwise) {
                      run(*be, p, partition),
                      "BS=" + std::to_string(BS) + " partition " + std::to_string(partition));
     }
+  }
+}
+
+// ---- the kernel variants, one by one ------------------------------------------
+
+using cpu::AttnIsa;
+
+// Runs p through cpu::paged_attention with variant `isa` on `threads` threads
+// (host memory, out poisoned with NaN); ctx_override replaces context_lens.
+std::vector<float> run_isa(const Problem& p, int partition, AttnIsa isa, size_t threads,
+                           const std::vector<int32_t>* ctx_override = nullptr) {
+  std::vector<float> out(p.q.size(), kNaN);
+  const std::vector<int32_t>& ctx = ctx_override ? *ctx_override : p.ctx;
+  const AttentionIo io{p.q.data(), p.kc.data(), p.vc.data(), p.tables.data(),
+                       p.qsl.data(), ctx.data(), out.data()};
+  cpu::ThreadPool pool(threads);
+  cpu::AttentionScratch scratch;
+  cpu::paged_attention(attention_params(p, io, KvDtype::kF32, partition), pool, scratch, isa);
+  return out;
+}
+
+class AttnVariant : public ::testing::TestWithParam<AttnIsa> {
+ protected:
+  void SetUp() override {
+    const std::string why = cpu::attn_isa_unsupported_reason(GetParam());
+    if (!why.empty()) GTEST_SKIP() << cpu::attn_isa_name(GetParam()) << ": " << why;
+  }
+  AttnIsa isa() const { return GetParam(); }
+  const cpu::attn::Kernels& kernels() const {
+    switch (GetParam()) {
+      case AttnIsa::kAvx2: return cpu::attn::avx2_kernels();
+      case AttnIsa::kAvx512: return cpu::attn::avx512_kernels();
+      case AttnIsa::kPortable: break;
+    }
+    return cpu::attn::portable_kernels();
+  }
+};
+
+// Decode rows around block boundaries (partial last blocks) and prefill
+// chunks, GQA 1/3/4, block sizes 16 and 32, unsplit and split (partitions
+// aligned and not aligned to the block), against fp64 within kAttnAtol +
+// kAttnRtol |ref| (2e-5 + 1e-4 |ref|).
+TEST_P(AttnVariant, MatchesDoubleReference) {
+  for (int BS : {16, 32}) {
+    for (int G : {1, 3, 4}) {
+      for (int D : {64, 128}) {
+        const Problem p =
+            make_problem({3 * G, 3, D, BS}, mixed_seqs(BS), 2, uint32_t(7 * BS + G + D));
+        const auto ref = reference(p);
+        for (int partition : {0, 48, 64}) {
+          expect_attention_close(run_isa(p, partition, isa(), 3), ref,
+                                 std::string(cpu::attn_isa_name(isa())) + " BS=" +
+                                     std::to_string(BS) + " G=" + std::to_string(G) + " D=" +
+                                     std::to_string(D) + " P=" + std::to_string(partition));
+        }
+      }
+    }
+  }
+}
+
+// The row as it is computed inside a prefill tile, alone, and as a decode
+// row over the same keys (q_len 1, ctx = its kv_end): the same bits; likewise
+// the batch against one sequence at a time and 1 against 4 threads.
+TEST_P(AttnVariant, BatchTileAndThreadIndependentBitwise) {
+  for (int BS : {16, 32}) {
+    const Problem all = make_problem({9, 3, 64, BS}, mixed_seqs(BS), 1, uint32_t(3 + BS));
+    const size_t row_elems = size_t(all.sh.Hq) * all.sh.D;
+    for (int partition : {0, 64}) {
+      const auto batch = run_isa(all, partition, isa(), 3);
+      expect_bitwise(run_isa(all, partition, isa(), 1), batch, "1 vs 3 threads");
+      for (size_t s = 0; s < all.seqs.size(); ++s) {
+        const Problem one = single(all, s);
+        const auto alone = run_isa(one, partition, isa(), 4);
+        const std::vector<float> part(batch.begin() + ptrdiff_t(all.qsl[s] * row_elems),
+                                      batch.begin() + ptrdiff_t(all.qsl[s + 1] * row_elems));
+        expect_bitwise(alone, part, "sequence " + std::to_string(s));
+        for (int i = 0; i < one.seqs[0].q_len; i += 7) {  // rows of the prefill tiles
+          Problem dec = one;
+          dec.seqs = {{one.ctx[0] - one.seqs[0].q_len + i + 1, 1}};
+          dec.ctx = {dec.seqs[0].ctx};
+          dec.T = 1;
+          dec.qsl = {0, 1};
+          dec.q.assign(one.q.begin() + ptrdiff_t(i * row_elems),
+                       one.q.begin() + ptrdiff_t((i + 1) * row_elems));
+          const std::vector<float> row(alone.begin() + ptrdiff_t(i * row_elems),
+                                       alone.begin() + ptrdiff_t((i + 1) * row_elems));
+          expect_bitwise(run_isa(dec, partition, isa(), 2), row,
+                         "seq " + std::to_string(s) + " row " + std::to_string(i) + " as decode");
+        }
+      }
+    }
+  }
+}
+
+// A sequence with no key (context 0) gets output 0, split or not, next to
+// sequences that have keys.
+TEST_P(AttnVariant, KeylessRowIsZero) {
+  const Problem p = make_problem({6, 2, 64, 16}, {{40, 1}, {17, 1}, {300, 1}}, 0, 11);
+  const std::vector<int32_t> ctx = {40, 0, 300};
+  for (int partition : {0, 64}) {
+    const auto out = run_isa(p, partition, isa(), 2, &ctx);
+    const size_t row = size_t(p.sh.Hq) * p.sh.D;
+    for (size_t i = row; i < 2 * row; ++i) ASSERT_EQ(out[i], 0.0f) << "element " << i;
+    for (size_t i = 0; i < row; ++i) ASSERT_TRUE(std::isfinite(out[i])) << "element " << i;
+  }
+}
+
+// exp over [-87, 0] within 3e-7 relative (~2.5 ulp) of the exact value;
+// exp(0) == 1, exp(-inf) == 0 and, for the SIMD variants' polynomial, exp of
+// NaN or x < kExpMin exactly 0.
+TEST_P(AttnVariant, ExpErrorBound) {
+  float x[16], y[16];
+  double worst = 0.0;
+  constexpr int kPoints = 1 << 20;
+  for (int i = 0; i < kPoints; i += 16) {
+    for (int l = 0; l < 16; ++l) x[l] = -87.0f * float(i + l) / float(kPoints - 1);
+    kernels().exp16(x, y);
+    for (int l = 0; l < 16; ++l) {
+      const double e = std::exp(double(x[l]));
+      worst = std::max(worst, std::abs(double(y[l]) - e) / e);
+    }
+  }
+  EXPECT_LE(worst, 3e-7) << "worst relative error";
+  std::printf("[ note ] %s exp: worst relative error %.3g over [-87, 0]\n",
+              cpu::attn_isa_name(isa()), worst);
+  const float special[16] = {0.0f, -0.0f, -std::numeric_limits<float>::infinity(), -1e-30f,
+                             kNaN, -87.5f, -100.0f, -1e30f, -88.0f, 0, 0, 0, 0, 0, 0, 0};
+  kernels().exp16(special, y);
+  EXPECT_EQ(y[0], 1.0f);
+  EXPECT_EQ(y[1], 1.0f);
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[3], 1.0f);
+  if (isa() == AttnIsa::kPortable) return;  // std::exp: NaN stays NaN, tiny values stay tiny
+  for (int l = 4; l < 9; ++l) EXPECT_EQ(y[l], 0.0f) << "lane " << l;
+}
+
+// The softmax step: -inf scores (masked or absent keys) get weight exactly 0,
+// the largest score exactly 1; the running sum and max follow.
+TEST_P(AttnVariant, MaskedKeysGetExactlyZeroWeight) {
+  alignas(64) float s[2 * cpu::attn::kChunk];
+  for (int l = 0; l < 16; ++l) {
+    s[l] = l < 5 ? 0.5f * float(l) : -std::numeric_limits<float>::infinity();
+    s[16 + l] = l == 3 ? 1.0f : -std::numeric_limits<float>::infinity();
+  }
+  float m[2] = {-std::numeric_limits<float>::infinity(), 4.0f}, l[2] = {0.0f, 2.0f}, alpha[2];
+  kernels().weights(s, 2, m, l, alpha);
+  for (int j = 5; j < 16; ++j) EXPECT_EQ(s[j], 0.0f) << "head 0 key " << j;
+  EXPECT_EQ(s[4], 1.0f);
+  EXPECT_EQ(alpha[0], 0.0f);
+  EXPECT_EQ(m[0], 2.0f);
+  for (int j = 0; j < 16; ++j) {
+    if (j != 3) {
+      EXPECT_EQ(s[16 + j], 0.0f) << "head 1 key " << j;
+    }
+  }
+  EXPECT_NEAR(s[19], std::exp(-3.0), 1e-6);  // below the running max 4: no rescale
+  EXPECT_EQ(alpha[1], 1.0f);
+  EXPECT_EQ(m[1], 4.0f);
+  EXPECT_NEAR(l[1], 2.0 + std::exp(-3.0), 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, AttnVariant, ::testing::ValuesIn(cpu::kAllAttnIsas),
+                         [](const ::testing::TestParamInfo<AttnIsa>& info) {
+                           return std::string(cpu::attn_isa_name(info.param));
+                         });
+
+// The AVX2 variant is the AVX-512 one's arithmetic on 8-float vectors: the
+// same bits (so AVX2-only and AVX-512 machines agree), decode and prefill
+// (AVX-512's transposed-key path included), split or not.
+TEST(AttnVariants, Avx2EqualsAvx512Bitwise) {
+  for (AttnIsa isa : {AttnIsa::kAvx2, AttnIsa::kAvx512}) {
+    const std::string why = cpu::attn_isa_unsupported_reason(isa);
+    if (!why.empty()) GTEST_SKIP() << cpu::attn_isa_name(isa) << ": " << why;
+  }
+  for (int BS : {16, 32}) {
+    for (int G : {1, 3, 4}) {
+      for (int D : {64, 128}) {
+        const Problem p =
+            make_problem({3 * G, 3, D, BS}, mixed_seqs(BS), 1, uint32_t(11 * BS + G + D));
+        for (int partition : {0, 48}) {
+          expect_bitwise(run_isa(p, partition, AttnIsa::kAvx2, 2),
+                         run_isa(p, partition, AttnIsa::kAvx512, 2),
+                         "BS=" + std::to_string(BS) + " G=" + std::to_string(G) + " D=" +
+                             std::to_string(D) + " P=" + std::to_string(partition));
+        }
+      }
+    }
+  }
+}
+
+TEST(AttnIsaChoice, EnvForcesASupportedVariantOnly) {
+  std::string why;
+  const AttnIsa best = cpu::choose_attn_isa(nullptr, &why);
+  EXPECT_EQ(why, "best supported");
+  EXPECT_TRUE(cpu::attn_isa_unsupported_reason(best).empty());
+  EXPECT_EQ(cpu::choose_attn_isa("portable", &why), AttnIsa::kPortable);
+  EXPECT_EQ(why, "forced by PAGODA_CPU_ATTN_ISA");
+  EXPECT_EQ(cpu::choose_attn_isa("sse9", &why), best);
+  EXPECT_NE(why.find("is not portable, avx2 or avx512"), std::string::npos) << why;
+  for (AttnIsa isa : cpu::kAllAttnIsas) {
+    const AttnIsa got = cpu::choose_attn_isa(cpu::attn_isa_name(isa));
+    EXPECT_EQ(got, cpu::attn_isa_unsupported_reason(isa).empty() ? isa : best);
   }
 }
 

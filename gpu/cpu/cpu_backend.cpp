@@ -97,18 +97,53 @@ Result<void> CpuBackend::matmul(const MatmulParams& p) {
     x = packed;
   }
   if (auto r = cpu::matmul(w, x, p.y, p.m, matmul_scratch_, *pool_); !r) return r;
-  if (p.bias != nullptr) {
-    const float* bias = p.bias;
-    float* y = p.y;
-    const int64_t n = w.n;
-    pool_->parallel_for(size_t(p.m), [=](size_t m0, size_t m1) {
-      for (size_t m = m0; m < m1; ++m) {
-        float* row = y + int64_t(m) * n;
-        for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
-      }
-    }, 16);
-  }
+  add_bias(p);
   return {};
+}
+
+void CpuBackend::add_bias(const MatmulParams& p) {
+  if (p.bias == nullptr) return;
+  const float* bias = p.bias;
+  float* y = p.y;
+  const int64_t n = p.weight.n;
+  pool_->parallel_for(size_t(p.m), [=](size_t m0, size_t m1) {
+    for (size_t m = m0; m < m1; ++m) {
+      float* row = y + int64_t(m) * n;
+      for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+    }
+  }, 16);
+}
+
+bool CpuBackend::fusable(const MatmulParams& mm, const float* out, int64_t rows,
+                         int64_t width) const {
+  const WeightFormat f = mm.weight.format;
+  const bool quantized = f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0 ||
+                         f == WeightFormat::Q4_1;
+  return quantized && mm.x == out && mm.m == rows && rows > 0 && mm.x_stride == width &&
+         mm.weight.k == width && width % 32 == 0 && mm.y != nullptr && mm.weight.data != nullptr;
+}
+
+Result<void> CpuBackend::matmul_quantized(const MatmulParams& mm, const detail::ActBlock* act) {
+  if (auto r = quant_matmul_quantized(mm.weight, act, mm.y, mm.m, best_quant_isa(), *pool_); !r) {
+    return r;
+  }
+  add_bias(mm);
+  return {};
+}
+
+Result<void> CpuBackend::rms_norm_matmul(const RmsNormParams& n, const MatmulParams& mm) {
+  if (!fusable(mm, n.out, n.num_tokens, n.hidden)) return Backend::rms_norm_matmul(n, mm);
+  detail::ActBlock* act = matmul_scratch_.activation_blocks(size_t(n.num_tokens) * size_t(n.hidden / 32));
+  cpu::rms_norm(n, *pool_, activation_quantizer(best_quant_isa()), act);
+  return matmul_quantized(mm, act);
+}
+
+Result<void> CpuBackend::silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) {
+  if (!fusable(mm, s.out, s.num_tokens, s.intermediate)) return Backend::silu_mul_matmul(s, mm);
+  detail::ActBlock* act =
+      matmul_scratch_.activation_blocks(size_t(s.num_tokens) * size_t(s.intermediate / 32));
+  cpu::silu_mul(s, *pool_, activation_quantizer(best_quant_isa()), act);
+  return matmul_quantized(mm, act);
 }
 
 }  // namespace pagoda::gpu::cpu

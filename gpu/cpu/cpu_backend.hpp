@@ -51,6 +51,15 @@ class CpuBackend final : public Backend {
   // are x_stride != K apart are first packed into a grow-only scratch; the
   // bias, when given, is added afterwards. Errors: x_stride < K, bad shapes.
   Result<void> matmul(const MatmulParams& p) override;
+  // Fused pairs (Backend's contract): rope + KV write token by token; the
+  // norm / SiLU rows quantized in the same pass when mm's weight is
+  // block-quantized, mm.x is the op's output with x_stride == K == its width
+  // and mm.m its rows (else the two ops in turn). Bit-identical to the pairs.
+  void rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) override {
+    cpu::rope_kv_write(r, w, *pool_);
+  }
+  Result<void> rms_norm_matmul(const RmsNormParams& n, const MatmulParams& mm) override;
+  Result<void> silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) override;
 
  protected:
   void release(void* ptr, size_t bytes) noexcept override;
@@ -63,6 +72,10 @@ class CpuBackend final : public Backend {
   AttentionScratch attention_scratch_;
   SamplingScratch sampling_scratch_;
   MatmulScratch matmul_scratch_;
+  // Whether mm can take activations quantized by the op writing `out`.
+  bool fusable(const MatmulParams& mm, const float* out, int64_t rows, int64_t width) const;
+  Result<void> matmul_quantized(const MatmulParams& mm, const detail::ActBlock* act);
+  void add_bias(const MatmulParams& p);
   std::vector<float> matmul_packed_x_;  // [M, K] when x rows are strided
 };
 

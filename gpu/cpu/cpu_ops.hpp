@@ -9,18 +9,32 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "gpu/cpu/quant_matmul.hpp"
 #include "gpu/cpu/thread_pool.hpp"
 #include "gpu/ops.hpp"
 
 namespace pagoda::gpu::cpu {
 
 void embedding(const EmbeddingParams& p, ThreadPool& pool);
-void rms_norm(const RmsNormParams& p, ThreadPool& pool);
+// rms_norm and silu_mul: with `quantize` (and act [rows, width/32], width a
+// multiple of 32) each output row is also quantized for quant_matmul_quantized
+// in the same pass, by the quantizer quant_matmul itself would use.
+void rms_norm(const RmsNormParams& p, ThreadPool& pool, QuantizeFn quantize = nullptr,
+              detail::ActBlock* act = nullptr);
 void rope(const RopeParams& p, ThreadPool& pool);
-void silu_mul(const SiluMulParams& p, ThreadPool& pool);
+void silu_mul(const SiluMulParams& p, ThreadPool& pool, QuantizeFn quantize = nullptr,
+              detail::ActBlock* act = nullptr);
 void kv_cache_write(const KvCacheWriteParams& p, ThreadPool& pool);
+// rope then kv_cache_write, token by token in one pass (the same results).
+void rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w, ThreadPool& pool);
+namespace detail {
+// One token's share of rope / kv_cache_write (cos_t, sin_t: rotary_dim/2 scratch).
+void rope_token(const RopeParams& p, size_t t, float* cos_t, float* sin_t);
+void kv_write_token(const KvCacheWriteParams& p, size_t t);
+}  // namespace detail
 void copy_blocks(const CopyBlocksParams& p, ThreadPool& pool);
 
 // Scratch of paged_attention: the work list and split-K partials.
@@ -43,7 +57,27 @@ struct AttentionScratch {
 // unsplit work items are too few to occupy the pool and some context is long.
 int32_t auto_partition_size(const PagedAttentionParams& p, size_t num_threads);
 
+// Variants of the attention kernels (paged_attention_{portable,avx2,avx512}.cpp).
+// Each variant is bitwise batch-, tile- and thread-count-independent on its
+// own; AVX2 and AVX-512 give identical bits, portable differs in the last bits.
+enum class AttnIsa { kPortable, kAvx2, kAvx512 };
+inline constexpr AttnIsa kAllAttnIsas[] = {AttnIsa::kPortable, AttnIsa::kAvx2, AttnIsa::kAvx512};
+const char* attn_isa_name(AttnIsa isa);  // "portable", "avx2", "avx512"
+// Why the variant cannot run on this CPU/OS ("" when it can).
+std::string attn_isa_unsupported_reason(AttnIsa isa);
+// The rule for a PAGODA_CPU_ATTN_ISA value (nullptr or "": unset): the named
+// variant (portable | avx2 | avx512) when it runs here, else the fastest one
+// that does; *why (optional) says which case applied.
+AttnIsa choose_attn_isa(const char* env_value, std::string* why = nullptr);
+// The variant paged_attention uses: choose_attn_isa(getenv("PAGODA_CPU_ATTN_ISA")),
+// computed once; a value that was not honoured is reported on stderr.
+AttnIsa best_attn_isa();
+
+// With best_attn_isa(); the explicit form runs `isa`, which must be supported.
+// A head_dim the SIMD variants cannot take (not a multiple of 16) runs portable.
 void paged_attention(const PagedAttentionParams& p, ThreadPool& pool, AttentionScratch& scratch);
+void paged_attention(const PagedAttentionParams& p, ThreadPool& pool, AttentionScratch& scratch,
+                     AttnIsa isa);
 
 // Scratch of sample: one working set per concurrently processed row.
 struct SamplingScratch {

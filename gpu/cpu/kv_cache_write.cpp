@@ -8,29 +8,35 @@
 
 namespace pagoda::gpu::cpu {
 
-void kv_cache_write(const KvCacheWriteParams& p, ThreadPool& pool) {
+namespace detail {
+
+void kv_write_token(const KvCacheWriteParams& p, size_t t) {
   assert(p.dtype == KvDtype::kF32);
   const KvCacheLayout& L = p.layout;
   const size_t row_bytes = size_t(L.head_dim) * sizeof(float);
   const int64_t num_slots = L.num_blocks * L.block_size;
+  const int64_t slot = p.slot_mapping[t];
+  if (slot < 0) return;  // padding row
+  assert(slot < num_slots);
+  if (slot >= num_slots) return;
   float* k_cache = static_cast<float*>(p.k_cache);
   float* v_cache = static_cast<float*>(p.v_cache);
-  const size_t per_token = size_t(L.num_kv_heads) * size_t(L.head_dim) * 2;
+  const float* k = p.k + int64_t(t) * p.k_stride;
+  const float* v = p.v + int64_t(t) * p.v_stride;
+  for (int32_t h = 0; h < L.num_kv_heads; ++h) {
+    const int64_t dst = L.slot_offset(slot, h);
+    std::memcpy(k_cache + dst, k + int64_t{h} * L.head_dim, row_bytes);
+    std::memcpy(v_cache + dst, v + int64_t{h} * L.head_dim, row_bytes);
+  }
+}
+
+}  // namespace detail
+
+void kv_cache_write(const KvCacheWriteParams& p, ThreadPool& pool) {
+  const size_t per_token = size_t(p.layout.num_kv_heads) * size_t(p.layout.head_dim) * 2;
   const size_t min_rows = std::max<size_t>(1, 32768 / std::max<size_t>(per_token, 1));
   pool.parallel_for(size_t(std::max(p.num_tokens, 0)), [&](size_t begin, size_t end) {
-    for (size_t t = begin; t < end; ++t) {
-      const int64_t slot = p.slot_mapping[t];
-      if (slot < 0) continue;  // padding row
-      assert(slot < num_slots);
-      if (slot >= num_slots) continue;
-      const float* k = p.k + int64_t(t) * p.k_stride;
-      const float* v = p.v + int64_t(t) * p.v_stride;
-      for (int32_t h = 0; h < L.num_kv_heads; ++h) {
-        const int64_t dst = L.slot_offset(slot, h);
-        std::memcpy(k_cache + dst, k + int64_t{h} * L.head_dim, row_bytes);
-        std::memcpy(v_cache + dst, v + int64_t{h} * L.head_dim, row_bytes);
-      }
-    }
+    for (size_t t = begin; t < end; ++t) detail::kv_write_token(p, t);
   }, min_rows);
 }
 

@@ -1,14 +1,25 @@
-// CPU twin of paged attention (PagedAttentionParams in gpu/ops.hpp).
+// CPU twin of paged attention (PagedAttentionParams in gpu/ops.hpp): the
+// driver. The inner kernels come in ISA variants (paged_attention_kernels.hpp)
+// picked at run time (best_attn_isa, or the caller's AttnIsa; see
+// paged_attention_isa.cpp).
 //
 // Work item = (sequence, tile of <= kRowTile consecutive query rows, kv head,
 // chunk of <= kMaxGroupChunk q heads of its GQA group, partition). An item
-// walks the sequence's blocks through the block table and, per block, updates
-// each of its rows with a block-wise online softmax (fp32): scores of the
-// block's valid keys, new max, rescale of the running sum and accumulator,
-// then P.V. A row only ever touches keys [0, kv_end) of its own sequence, so
-// unused slots, unused blocks and padded table entries are never read.
-// Per-row arithmetic is the same whatever the tile, batch or thread count:
-// results are bitwise batch-independent for a fixed partition_size.
+// walks the sequence's blocks through the block table; per block it cuts the
+// keys into chunks of <= attn::kChunk keys and, chunk by chunk, updates every
+// row of the tile and all the item's q heads of that row with one step of a
+// chunk-wise online softmax (fp32): scores, new max, rescale of the running
+// sum and accumulator, P.V. A chunk's K and V are read from memory once per
+// item and reused from L1 (tiles of several rows transpose the chunk's keys
+// once, when the variant offers it).
+// A row's result depends only on keys [0, kv_end) of its own sequence (the
+// item reads no key at or past the largest kv_end of its rows), so unused
+// slots, unused blocks and padded table entries are never read. A row's chunk
+// boundaries depend only on its own kv_end, the block size and the partition,
+// and the kernels' per-head arithmetic does not depend on the other heads or
+// rows: for a fixed variant, results are bitwise batch-independent (whatever
+// the batch composition, tile or thread count) for a fixed partition_size.
+// A row with no key (kv_end == 0) gets output 0.
 // Split-K: each (row, partition) writes a normalised partial output and its
 // log-sum-exp; merge_partials combines them with weights exp(lse_i - max lse).
 #include <algorithm>
@@ -16,8 +27,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "gpu/cpu/cpu_ops.hpp"
+#include "gpu/cpu/paged_attention_kernels.hpp"
 
 namespace pagoda::gpu::cpu {
 
@@ -25,37 +38,8 @@ namespace {
 
 constexpr int32_t kRowTile = 16;
 constexpr int32_t kMaxGroupChunk = 16;
-constexpr int32_t kMaxBlockSize = 256;
+constexpr int32_t kMaxTransposedD = 256;  // larger head_dims skip the transposed-key path
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-float dot(const float* a, const float* b, int32_t n) {
-  float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int32_t j = 0; j < 8; ++j) lane[j] += a[i + j] * b[i + j];
-  }
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7])) +
-         tail;
-}
-
-// acc += w * v over n floats (8-wide blocks so that -O2 vectorises them).
-void axpy(float* __restrict acc, float w, const float* __restrict v, int32_t n) {
-  int32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int32_t j = 0; j < 8; ++j) acc[i + j] += w * v[i + j];
-  }
-  for (; i < n; ++i) acc[i] += w * v[i];
-}
-
-void scale_in_place(float* acc, float a, int32_t n) {
-  int32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int32_t j = 0; j < 8; ++j) acc[i + j] *= a;
-  }
-  for (; i < n; ++i) acc[i] *= a;
-}
 
 // Keys [0, kv_end) that row (seq s, index i of its q_len rows) attends.
 int32_t row_kv_end(const AttentionMetadata& m, int32_t s, int32_t row) {
@@ -73,35 +57,11 @@ struct TileState {
   float s[kRowTile][kMaxGroupChunk];
 };
 
-// Folds keys [j0, j1) of one block into one (row, q head): block-wise online
-// softmax. k and v point at the block's first key/value of the kv head.
-void update_head(const float* q, const float* k, const float* v, int32_t j0, int32_t j1,
-                 int32_t D, float scale, float& m, float& s, float* acc) {
-  float scores[kMaxBlockSize];
-  float bmax = kNegInf;
-  for (int32_t j = j0; j < j1; ++j) {
-    scores[j] = dot(q, k + int64_t{j} * D, D) * scale;
-    bmax = std::max(bmax, scores[j]);
-  }
-  const float m_new = std::max(m, bmax);
-  if (m_new == kNegInf) return;
-  if (m_new != m) {
-    const float alpha = std::exp(m - m_new);  // 0 on the first update
-    s *= alpha;
-    scale_in_place(acc, alpha, D);
-    m = m_new;
-  }
-  for (int32_t j = j0; j < j1; ++j) {
-    const float w = std::exp(scores[j] - m_new);
-    s += w;
-    axpy(acc, w, v + int64_t{j} * D, D);
-  }
-}
-
 struct ItemRun {
   const PagedAttentionParams& p;
   AttentionScratch& sc;
   int32_t P;  // partition size, 0 = unsplit
+  const attn::Kernels& k;
 
   // Accumulator of (row, hq): the output row itself, or the split partial.
   float* acc_ptr(int32_t row, int32_t hq, int32_t part) const {
@@ -114,8 +74,12 @@ struct ItemRun {
     return it.kv_head * (p.num_q_heads / p.layout.num_kv_heads) + it.group_begin + g;
   }
   int32_t init(const AttentionScratch::Item& it, TileState& st) const;
+  std::pair<const float*, const float*> block_kv(const AttentionScratch::Item& it,
+                                                 int32_t b) const;
   void attend_block(const AttentionScratch::Item& it, TileState& st, int32_t b, int32_t lo,
                     int32_t hi) const;
+  void attend_chunk(const AttentionScratch::Item& it, TileState& st, int32_t r, const float* kc,
+                    const float* vc, int32_t n, const float* kt) const;
   void finish(const AttentionScratch::Item& it, TileState& st) const;
   void run(const AttentionScratch::Item& it) const;
 };
@@ -137,28 +101,73 @@ int32_t ItemRun::init(const AttentionScratch::Item& it, TileState& st) const {
   return hi;
 }
 
-void ItemRun::attend_block(const AttentionScratch::Item& it, TileState& st, int32_t b,
-                           int32_t lo, int32_t hi) const {
+// K and V of the item's kv head in logical block b of its sequence.
+std::pair<const float*, const float*> ItemRun::block_kv(const AttentionScratch::Item& it,
+                                                        int32_t b) const {
   const KvCacheLayout& L = p.layout;
-  const int32_t BS = L.block_size;
   assert(b < p.meta.max_blocks_per_seq);
   const int64_t trow = p.meta.block_table_rows ? p.meta.block_table_rows[it.seq] : it.seq;
   const int64_t phys = p.meta.block_tables[trow * p.meta.max_blocks_per_seq + b];
   assert(phys >= 0 && phys < L.num_blocks);
-  const float* kb = static_cast<const float*>(p.k_cache) + L.offset(phys, it.kv_head, 0);
-  const float* vb = static_cast<const float*>(p.v_cache) + L.offset(phys, it.kv_head, 0);
-  for (int32_t r = 0; r < it.row_end - it.row_begin; ++r) {
-    const int32_t j0 = std::max(b * BS, lo) - b * BS;
-    const int32_t j1 = std::min({(b + 1) * BS, hi, st.kv_end[r]}) - b * BS;
-    if (!st.active[r] || j0 >= j1) continue;
-    const int32_t row = it.row_begin + r;
-    for (int32_t g = 0; g < it.group_end - it.group_begin; ++g) {
-      const int32_t hq = q_head(it, g);
-      const float* q = p.q + int64_t{row} * p.q_stride + int64_t{hq} * L.head_dim;
-      update_head(q, kb, vb, j0, j1, L.head_dim, p.scale, st.m[r][g], st.s[r][g],
-                  acc_ptr(row, hq, it.partition));
+  return {static_cast<const float*>(p.k_cache) + L.offset(phys, it.kv_head, 0),
+          static_cast<const float*>(p.v_cache) + L.offset(phys, it.kv_head, 0)};
+}
+
+void ItemRun::attend_block(const AttentionScratch::Item& it, TileState& st, int32_t b,
+                           int32_t lo, int32_t hi) const {
+  const KvCacheLayout& L = p.layout;
+  const int32_t BS = L.block_size, D = L.head_dim;
+  const auto [kb, vb] = block_kv(it, b);
+  if ((b + 1) * BS < hi) {  // the item's next block: start its K/V on the way from memory
+    const auto [kn, vn] = block_kv(it, b + 1);
+    for (int64_t i = 0; i < int64_t{BS} * D; i += 64 / sizeof(float)) {
+      __builtin_prefetch(kn + i);
+      __builtin_prefetch(vn + i);
     }
   }
+  // Row r folds keys [j0, j1[r]) of the block; chunks start at j0 + i kChunk for every row.
+  const int32_t j0 = std::max(b * BS, lo) - b * BS;
+  int32_t j1[kRowTile], jmax = j0, rows = 0;
+  for (int32_t r = 0; r < it.row_end - it.row_begin; ++r) {
+    j1[r] = st.active[r] ? std::min({(b + 1) * BS, hi, st.kv_end[r]}) - b * BS : j0;
+    jmax = std::max(jmax, j1[r]);
+    rows += j1[r] > j0 ? 1 : 0;
+  }
+  alignas(64) float kt[kMaxTransposedD * attn::kChunk];  // [D, kChunk]
+  const bool transposed = k.transpose != nullptr && rows >= 2 && D <= kMaxTransposedD;
+  for (int32_t c = j0; c < jmax; c += attn::kChunk) {
+    if (transposed) k.transpose(kb + int64_t{c} * D, std::min(attn::kChunk, jmax - c), D, kt);
+    for (int32_t r = 0; r < it.row_end - it.row_begin; ++r) {
+      const int32_t n = std::min(attn::kChunk, j1[r] - c);
+      if (n <= 0) continue;
+      attend_chunk(it, st, r, kb + int64_t{c} * D, vb + int64_t{c} * D, n,
+                   transposed ? kt : nullptr);
+    }
+  }
+}
+
+// Folds n <= kChunk consecutive keys (kc, vc: [n, D]; kt: their transpose
+// or nullptr) into row r's heads: one online-softmax step.
+void ItemRun::attend_chunk(const AttentionScratch::Item& it, TileState& st, int32_t r,
+                           const float* kc, const float* vc, int32_t n, const float* kt) const {
+  const int32_t D = p.layout.head_dim, nh = it.group_end - it.group_begin;
+  const int32_t row = it.row_begin + r;
+  const float* q[kMaxGroupChunk];
+  float* acc[kMaxGroupChunk];
+  for (int32_t g = 0; g < nh; ++g) {
+    const int32_t hq = q_head(it, g);
+    q[g] = p.q + int64_t{row} * p.q_stride + int64_t{hq} * D;
+    acc[g] = acc_ptr(row, hq, it.partition);
+  }
+  alignas(64) float w[kMaxGroupChunk * attn::kChunk];  // [nh, kChunk] scores, then weights
+  float alpha[kMaxGroupChunk];
+  if (kt != nullptr) {
+    k.scores_t(q, nh, kt, n, D, p.scale, w);
+  } else {
+    k.scores(q, nh, kc, n, D, p.scale, w);
+  }
+  k.weights(w, nh, st.m[r], st.s[r], alpha);
+  k.pv(acc, alpha, w, nh, vc, n, D);
 }
 
 // Normalises the accumulators; split items also record their log-sum-exp.
@@ -170,7 +179,7 @@ void ItemRun::finish(const AttentionScratch::Item& it, TileState& st) const {
       const int32_t hq = q_head(it, g);
       float* acc = acc_ptr(row, hq, it.partition);
       const float sum = st.s[r][g];
-      scale_in_place(acc, sum > 0.0f ? 1.0f / sum : 0.0f, p.layout.head_dim);
+      k.scale(acc, sum > 0.0f ? 1.0f / sum : 0.0f, p.layout.head_dim);
       if (it.partition >= 0) {
         const size_t idx = size_t(sc.part_base[size_t(row)] + it.partition) *
                                size_t(p.num_q_heads) + size_t(hq);
@@ -255,9 +264,9 @@ void merge_partials(const PagedAttentionParams& p, const AttentionScratch& sc, T
           if (lse == kNegInf) continue;
           const float w = std::exp(lse - mx);
           wsum += w;
-          axpy(out, w, sc.partial_out.data() + ((base + i) * Hq + hq) * D, D);
+          attn::axpy(out, w, sc.partial_out.data() + ((base + i) * Hq + hq) * D, D);
         }
-        scale_in_place(out, 1.0f / wsum, D);
+        attn::scale_in_place(out, 1.0f / wsum, D);
       }
     }
   }, 4);
@@ -285,10 +294,15 @@ int32_t auto_partition_size(const PagedAttentionParams& p, size_t num_threads) {
 }
 
 void paged_attention(const PagedAttentionParams& p, ThreadPool& pool, AttentionScratch& scratch) {
+  paged_attention(p, pool, scratch, best_attn_isa());
+}
+
+void paged_attention(const PagedAttentionParams& p, ThreadPool& pool, AttentionScratch& scratch,
+                     AttnIsa isa) {
   const AttentionMetadata& m = p.meta;
   assert(p.dtype == KvDtype::kF32);
   assert(p.layout.num_kv_heads > 0 && p.num_q_heads % p.layout.num_kv_heads == 0);
-  assert(p.layout.block_size <= kMaxBlockSize);
+  assert(attn_isa_unsupported_reason(isa).empty());
   const int64_t row_elems = int64_t{p.num_q_heads} * p.layout.head_dim;
   const int32_t used_rows = m.num_seqs > 0 ? m.query_start_loc[m.num_seqs] : 0;
   if (m.num_tokens > used_rows) {  // padding rows: output 0
@@ -296,7 +310,7 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool& pool, AttentionS
   }
   int32_t P = p.partition_size < 0 ? auto_partition_size(p, pool.size()) : p.partition_size;
   build_items(p, P, scratch);
-  const ItemRun runner{p, scratch, P};
+  const ItemRun runner{p, scratch, P, attn::kernels_for(isa, p.layout.head_dim)};
   pool.parallel_for(scratch.items.size(), [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) runner.run(scratch.items[i]);
   });

@@ -129,14 +129,6 @@ constexpr int64_t kTileN = 32;
 // Rows of x quantized per pool chunk.
 constexpr size_t kQuantizeRowsPerChunk = 16;
 
-struct QuantArgs {
-  const LinearWeight* w;
-  const float* x;
-  detail::ActBlock* act;
-  float* y;
-  int64_t M, tiles_n;
-  decltype(&detail::quant_tile_scalar) tile;
-};
 
 using TileFn = decltype(&detail::quant_tile_scalar);
 
@@ -162,8 +154,9 @@ void run_packed(const LinearWeight& w, const detail::ActBlock* act, float* y, in
 
 }  // namespace
 
-Result<void> quant_matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
-                          MatmulScratch& scratch, QuantIsa isa, ThreadPool& pool) {
+namespace {
+
+Result<void> check_quant(const LinearWeight& w, QuantIsa isa) {
   if (w.format != WeightFormat::Q8_0 && w.format != WeightFormat::Q4_0 &&
       w.format != WeightFormat::Q4_1) {
     return make_error("quant_matmul: unsupported weight format " +
@@ -174,30 +167,53 @@ Result<void> quant_matmul(const LinearWeight& w, const float* x, float* y, int64
     return make_error("quant_matmul: " + std::string(isa_name(isa)) + ": " +
                       quant_isa_unsupported_reason(isa));
   }
-  if (M <= 0) return {};
-  const int64_t nb = w.k / kQuantBlock;
-  detail::ActBlock* act = scratch.activation_blocks(static_cast<size_t>(M * nb));
-  QuantArgs a{&w, x, act, y, M, (w.n + kTileN - 1) / kTileN,
-              tile_kernel(isa)};
-  const auto quantize = isa == QuantIsa::Scalar ? &detail::quantize_activations
-                                                : &detail::quantize_activations_avx2;
-  pool.parallel_for(static_cast<size_t>(M), [&a, quantize](size_t m0, size_t m1) {
-    const int64_t K = a.w->k;
-    quantize(a.x + m0 * K, static_cast<int64_t>(m1 - m0), K, a.act + m0 * (K / kQuantBlock));
-  }, kQuantizeRowsPerChunk);
+  return {};
+}
+
+// The tiles over quantized activations (either layout); w checked.
+void run_tiles(const LinearWeight& w, const detail::ActBlock* act, float* y, int64_t M,
+               QuantIsa isa, ThreadPool& pool) {
   if (w.layout == WeightLayout::kPacked16) {
     run_packed(w, act, y, M, detail::packed_tile_kernel(isa), pool);
-    return {};
+    return;
   }
-  const int64_t tiles = (M + kTileM - 1) / kTileM * a.tiles_n;
-  pool.parallel_for(static_cast<size_t>(tiles), [&a](size_t t0, size_t t1) {
+  const int64_t tiles_n = (w.n + kTileN - 1) / kTileN;
+  const int64_t tiles = (M + kTileM - 1) / kTileM * tiles_n;
+  const TileFn tile = tile_kernel(isa);
+  pool.parallel_for(static_cast<size_t>(tiles), [&](size_t t0, size_t t1) {
     for (size_t t = t0; t < t1; ++t) {
-      const int64_t m0 = static_cast<int64_t>(t) / a.tiles_n * kTileM;
-      const int64_t n0 = static_cast<int64_t>(t) % a.tiles_n * kTileN;
-      a.tile(*a.w, a.act, a.y, m0, std::min(a.M, m0 + kTileM), n0,
-             std::min(a.w->n, n0 + kTileN));
+      const int64_t m0 = static_cast<int64_t>(t) / tiles_n * kTileM;
+      const int64_t n0 = static_cast<int64_t>(t) % tiles_n * kTileN;
+      tile(w, act, y, m0, std::min(M, m0 + kTileM), n0, std::min(w.n, n0 + kTileN));
     }
   });
+}
+
+}  // namespace
+
+QuantizeFn activation_quantizer(QuantIsa isa) {
+  return isa == QuantIsa::Scalar ? &detail::quantize_activations
+                                 : &detail::quantize_activations_avx2;
+}
+
+Result<void> quant_matmul_quantized(const LinearWeight& w, const detail::ActBlock* act, float* y,
+                                    int64_t M, QuantIsa isa, ThreadPool& pool) {
+  if (auto ok = check_quant(w, isa); !ok) return ok;
+  if (M > 0) run_tiles(w, act, y, M, isa, pool);
+  return {};
+}
+
+Result<void> quant_matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
+                          MatmulScratch& scratch, QuantIsa isa, ThreadPool& pool) {
+  if (auto ok = check_quant(w, isa); !ok) return ok;
+  if (M <= 0) return {};
+  const int64_t K = w.k;
+  detail::ActBlock* act = scratch.activation_blocks(static_cast<size_t>(M * (K / kQuantBlock)));
+  const QuantizeFn quantize = activation_quantizer(isa);
+  pool.parallel_for(static_cast<size_t>(M), [&](size_t m0, size_t m1) {
+    quantize(x + m0 * K, static_cast<int64_t>(m1 - m0), K, act + m0 * (K / kQuantBlock));
+  }, kQuantizeRowsPerChunk);
+  run_tiles(w, act, y, M, isa, pool);
   return {};
 }
 

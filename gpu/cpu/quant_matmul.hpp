@@ -96,6 +96,20 @@ Result<void> quant_matmul(const LinearWeight& w, const float* x /*[M,K]*/,
                           QuantIsa isa = best_quant_isa(),
                           ThreadPool& pool = ThreadPool::global());
 
+// The activation quantizer quant_matmul uses with `isa` (every one writes
+// the same bytes); callers that produce x row by row (the fused norm / SiLU
+// ops) quantize with it on the way and then call quant_matmul_quantized.
+using QuantizeFn = void (*)(const float* x /*[M,K]*/, int64_t M, int64_t K,
+                            detail::ActBlock* out /*[M,K/32]*/);
+QuantizeFn activation_quantizer(QuantIsa isa = best_quant_isa());
+
+// quant_matmul over activations already quantized by activation_quantizer
+// (act [M, w.k/32]); the same requirements, errors and results.
+Result<void> quant_matmul_quantized(const LinearWeight& w, const detail::ActBlock* act,
+                                    float* y /*[M,N]*/, int64_t M,
+                                    QuantIsa isa = best_quant_isa(),
+                                    ThreadPool& pool = ThreadPool::global());
+
 // The entry point for every linear layer: F32 -> gemm_f32 (exact); Q8_0,
 // Q4_0, Q4_1 -> quant_matmul with the best isa; F16/BF16 packed by
 // pack_half_weight -> half_matmul (gpu/cpu/half_matmul.hpp). F16/BF16 in the

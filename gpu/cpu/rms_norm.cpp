@@ -29,7 +29,8 @@ void norm_row(const float* x, const float* w, float* out, size_t n, float eps) {
 
 }  // namespace
 
-void rms_norm(const RmsNormParams& p, ThreadPool& pool) {
+void rms_norm(const RmsNormParams& p, ThreadPool& pool, QuantizeFn quantize,
+              detail::ActBlock* act) {
   const size_t n = size_t(p.hidden);
   const size_t min_rows = std::max<size_t>(1, 16384 / std::max<size_t>(n, 1));
   pool.parallel_for(size_t(std::max(p.num_tokens, 0)), [&](size_t begin, size_t end) {
@@ -43,6 +44,7 @@ void rms_norm(const RmsNormParams& p, ThreadPool& pool) {
       } else {
         norm_row(x, p.weight, out, n, p.eps);
       }
+      if (quantize != nullptr) quantize(out, 1, int64_t(n), act + t * (n / 32));
     }
   }, min_rows);
 }

@@ -3,35 +3,12 @@
 
 #include <cmath>
 
+#include "gpu/cpu/exp_avx2.hpp"
 #include "gpu/cpu/sampling_simd.hpp"
 
 #define PAGODA_SIMD __attribute__((target("avx2,fma")))
 
 namespace pagoda::gpu::cpu::detail {
-
-namespace {
-
-// exp(t) for 8 lanes of t in [-87, 0]: t = k·ln2 + r (|r| <= ln2/2, ln 2 in
-// two parts so k·ln2_hi is exact), exp(r) by Taylor to degree 7 (truncation
-// < 1e-8), times 2^k through the exponent bits (k >= -126: normal).
-PAGODA_SIMD inline __m256 exp_neg(__m256 t) {
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), t);
-  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.0f / 5040);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-}
-
-}  // namespace
 
 PAGODA_SIMD int32_t argmax_avx2(const float* x, int32_t n) {
   if (std::isnan(x[0]) || n < 16) {
@@ -56,13 +33,11 @@ PAGODA_SIMD int32_t argmax_avx2(const float* x, int32_t n) {
 }
 
 PAGODA_SIMD double sum_exp_avx2(const float* x, int32_t n, float mx) {
-  const __m256 vmx = _mm256_set1_ps(mx), lo = _mm256_set1_ps(-87.0f);
+  const __m256 vmx = _mm256_set1_ps(mx);
   __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
   int32_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 t = _mm256_sub_ps(_mm256_loadu_ps(x + i), vmx);
-    const __m256 keep = _mm256_cmp_ps(t, lo, _CMP_GE_OQ);  // also drops -inf and NaN
-    const __m256 e = _mm256_and_ps(exp_neg(_mm256_max_ps(t, lo)), keep);
+    const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmx));  // < -87, NaN: 0
     a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
     a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
   }

@@ -14,8 +14,8 @@ namespace pagoda::gpu::cpu::detail {
 int32_t argmax_avx2(const float* x, int32_t n);
 
 // Σ_i exp(x[i] - mx) in double, mx = the max of x (finite). Each term is a
-// float exp (range reduction by ln 2, degree-7 polynomial: relative error
-// below 3e-7 on [-87, 0]); terms below exp(-87) count as 0. So the sum, and
+// float exp (exp_avx2.hpp: relative error below 3e-7 on [-87, 0]); terms
+// below exp(-87) count as 0. So the sum, and
 // exp of a log-sum-exp built on it, are within 3e-7 relative of the exact.
 double sum_exp_avx2(const float* x, int32_t n, float mx);
 
