@@ -59,6 +59,32 @@ void half_tile_avx2(const LinearWeight& w, const float* x, float* y, int64_t m0,
 void half_tile_avx512(const LinearWeight& w, const float* x, float* y, int64_t m0, int64_t m1,
                       int64_t g0, int64_t g1);
 
+// The register-tile walk both SIMD variants share, over "units" [u0, u1) (a
+// 16-row group for AVX-512, half a group for AVX2) and rows [m0, m1): one row
+// takes 4 units per pass (then 1), several rows take 2 units × 4 rows (then
+// the remainders). run.template operator()<NU, MR>(m, u) computes NU units
+// from u for rows m..m+MR-1.
+template <class Run>
+void walk_half_tiles(const Run& run, int64_t m0, int64_t m1, int64_t u0, int64_t u1) {
+  if (m1 - m0 == 1) {
+    int64_t u = u0;
+    for (; u + 4 <= u1; u += 4) run.template operator()<4, 1>(m0, u);
+    for (; u < u1; ++u) run.template operator()<1, 1>(m0, u);
+    return;
+  }
+  for (int64_t u = u0; u < u1; u += 2) {
+    const bool two = u + 2 <= u1;
+    for (int64_t m = m0; m < m1;) {
+      const bool four = m + 4 <= m1;
+      if (four && two) run.template operator()<2, 4>(m, u);
+      if (four && !two) run.template operator()<1, 4>(m, u);
+      if (!four && two) run.template operator()<2, 1>(m, u);
+      if (!four && !two) run.template operator()<1, 1>(m, u);
+      m += four ? 4 : 1;
+    }
+  }
+}
+
 }  // namespace detail
 
 }  // namespace pagoda::gpu::cpu

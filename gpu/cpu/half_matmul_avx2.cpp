@@ -60,25 +60,8 @@ PAGODA_SIMD inline void run(const LinearWeight& w, const float* x, float* y, int
 template <bool kBf16>
 PAGODA_SIMD void tile(const LinearWeight& w, const float* x, float* y, int64_t m0, int64_t m1,
                       int64_t g0, int64_t g1) {
-  const int64_t u0 = 2 * g0, u1 = std::min(2 * g1, (w.n + 7) / 8);
-  if (m1 - m0 == 1) {
-    int64_t u = u0;
-    for (; u + 4 <= u1; u += 4) run<kBf16, 4, 1>(w, x, y, m0, u);
-    for (; u < u1; ++u) run<kBf16, 1, 1>(w, x, y, m0, u);
-    return;
-  }
-  for (int64_t u = u0; u < u1; u += 2) {
-    const bool two = u + 2 <= u1;
-    for (int64_t m = m0; m < m1;) {
-      if (m + 4 <= m1) {
-        two ? run<kBf16, 2, 4>(w, x, y, m, u) : run<kBf16, 1, 4>(w, x, y, m, u);
-        m += 4;
-      } else {
-        two ? run<kBf16, 2, 1>(w, x, y, m, u) : run<kBf16, 1, 1>(w, x, y, m, u);
-        m += 1;
-      }
-    }
-  }
+  walk_half_tiles([&]<int NU, int MR>(int64_t m, int64_t u) { run<kBf16, NU, MR>(w, x, y, m, u); },
+                  m0, m1, 2 * g0, std::min(2 * g1, (w.n + 7) / 8));
 }
 
 }  // namespace

@@ -63,24 +63,8 @@ PAGODA_SIMD inline void run(const LinearWeight& w, const float* x, float* y, int
 template <bool kBf16>
 PAGODA_SIMD void tile(const LinearWeight& w, const float* x, float* y, int64_t m0, int64_t m1,
                       int64_t g0, int64_t g1) {
-  if (m1 - m0 == 1) {
-    int64_t g = g0;
-    for (; g + 4 <= g1; g += 4) run<kBf16, 4, 1>(w, x, y, m0, g);
-    for (; g < g1; ++g) run<kBf16, 1, 1>(w, x, y, m0, g);
-    return;
-  }
-  for (int64_t g = g0; g < g1; g += 2) {
-    const bool two = g + 2 <= g1;
-    for (int64_t m = m0; m < m1;) {
-      if (m + 4 <= m1) {
-        two ? run<kBf16, 2, 4>(w, x, y, m, g) : run<kBf16, 1, 4>(w, x, y, m, g);
-        m += 4;
-      } else {
-        two ? run<kBf16, 2, 1>(w, x, y, m, g) : run<kBf16, 1, 1>(w, x, y, m, g);
-        m += 1;
-      }
-    }
-  }
+  walk_half_tiles([&]<int NG, int MR>(int64_t m, int64_t g) { run<kBf16, NG, MR>(w, x, y, m, g); },
+                  m0, m1, g0, g1);
 }
 
 }  // namespace

@@ -80,8 +80,8 @@ int32_t argmax(const float* x, int32_t n) {
 
 // log sum exp over x[0, n), accumulated in double (AVX2: float exps, see
 // sampling_simd.hpp; else double exps).
-double log_sum_exp(const float* x, int32_t n) {
-  const float mx = x[argmax(x, n)];
+// mx: the largest value of x (x[argmax(x, n)]), known to the caller.
+double log_sum_exp(const float* x, int32_t n, float mx) {
   if (mx == kNegInf) return kNegInf;
   if (kSimd && std::isfinite(mx)) return double(mx) + std::log(detail::sum_exp_avx2(x, n, mx));
   double sum = 0.0;
@@ -189,17 +189,19 @@ void sample_row(const SamplingParams& p, int32_t r, Worker& w) {
   apply_penalties(p, rp, raw, w);
   float* z = w.z.data();
   int32_t token;
+  float zmax;  // the largest z (found once, reused by the log-softmax)
   if (rp.temperature < kGreedyTemperature) {
     token = argmax(z, V);
+    zmax = z[token];
   } else {
     for (int32_t i = 0; i < V; ++i) z[i] /= rp.temperature;
-    const float zmax = z[argmax(z, V)];
+    zmax = z[argmax(z, V)];
     int32_t n = min_p_top_k(rp, z, V, zmax, w);
     n = top_p(rp, z, zmax, n, w);
     token = n > 0 ? race(rp, z, zmax, n, w) : argmax(z, V);
   }
   const float* dist = p.logprob_mode == LogprobMode::kRaw ? raw : z;
-  const double lse = log_sum_exp(dist, V);
+  const double lse = log_sum_exp(dist, V, dist == z ? zmax : dist[argmax(dist, V)]);
   p.tokens[r] = token;
   p.logprobs[r] = float(double(dist[token]) - lse);
   if (p.top_tokens != nullptr) {
