@@ -4,14 +4,15 @@
 #include <chrono>
 #include <future>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "actors/block_manager_actor.hpp"
 #include "actors/executor_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/request_actor.hpp"
+#include "actors/request_intake.hpp"
 #include "actors/scheduler_actor.hpp"
+#include "actors/worker_policy.hpp"
 #include "model/model_text.hpp"
 
 namespace pagoda::actors {
@@ -31,9 +32,7 @@ struct Engine::Impl {
   caf::actor scheduler, executor, block_manager;
   std::shared_ptr<StatsBox> stats = std::make_shared<StatsBox>();
   std::shared_ptr<const RequestContext> context;
-  std::atomic<uint64_t> next_id{1};
-  std::mt19937_64 seeds{std::random_device{}()};
-  std::mutex seeds_mutex;
+  RequestIntake intake;  // submit(): to the scheduler
   int32_t num_blocks = 0, max_model_len = 0;
   // CAF 0.17's ~actor_system hangs while any other live thread than the one
   // running it has constructed the system or spawned an actor (each pins the
@@ -42,7 +41,7 @@ struct Engine::Impl {
   // spawn (callers' threads just anon_send, which pins nothing).
   std::thread owner;
   std::promise<void> stop;
-  std::mutex actors_mutex;  // guards `scheduler` (null after shutdown: submit fails) for foreign threads
+  std::mutex actors_mutex;  // guards `block_manager` (null after shutdown) for foreign threads
   std::mutex shutdown_mutex;
 };
 
@@ -91,6 +90,7 @@ void run_system(Engine::Impl* impl, std::shared_ptr<Executor> ex,
   sc.detached = o.dedicated_engine_threads;
   impl->scheduler = spawn_scheduler_actor(*impl->system, std::move(core), impl->block_manager,
                                           impl->executor, impl->stats, impl->context, sc);
+  impl->intake.open(impl->scheduler);
   ready->set_value();
   impl->stop.get_future().wait();
   {
@@ -101,6 +101,7 @@ void run_system(Engine::Impl* impl, std::shared_ptr<Executor> ex,
     self->request(impl->scheduler, std::chrono::minutes(10), stop_atom::value)
         .receive([](bool) {}, [](caf::error&) {});
   }
+  impl->intake.close();
   caf::anon_send_exit(impl->scheduler, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl->block_manager, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(impl->executor, caf::exit_reason::user_shutdown);
@@ -134,8 +135,7 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options) {
   impl->context = std::move(ctx).value();
   impl->num_blocks = (*ex)->num_blocks();
   impl->max_model_len = (*ex)->max_model_len();
-  impl->config.set("scheduler.max-threads", std::max<size_t>(options.actor_threads, 1));
-  impl->config.set("scheduler.max-throughput", 300);
+  configure_workers(impl->config, options.actor_threads);
   std::promise<void> ready;
   std::future<void> is_ready = ready.get_future();
   impl->owner = std::thread(run_system, impl.get(), std::shared_ptr<Executor>(std::move(ex).value()),
@@ -158,32 +158,8 @@ const EngineOptions& Engine::options() const { return impl_->options; }
 int32_t Engine::num_kv_blocks() const { return impl_->num_blocks; }
 int32_t Engine::max_model_len() const { return impl_->max_model_len; }
 
-void RequestHandle::cancel() {
-  if (!scheduler_) return;
-  auto strong = caf::actor_cast<caf::actor>(*static_cast<caf::actor_addr*>(scheduler_.get()));
-  // Normal priority: FIFO behind the request's own spawn message (a high
-  // priority abort could overtake it and find no request to cancel).
-  if (strong) caf::anon_send(strong, abort_atom::value, id_);
-}
-
 RequestHandle Engine::submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) {
-  if (!request.sampling.seed) {
-    std::lock_guard<std::mutex> lock(impl_->seeds_mutex);
-    request.sampling.seed = impl_->seeds();
-  }
-  RequestHandle h;
-  h.id_ = impl_->next_id.fetch_add(1);
-  {
-    std::lock_guard<std::mutex> lock(impl_->actors_mutex);
-    if (impl_->scheduler) {
-      h.scheduler_ = std::make_shared<caf::actor_addr>(impl_->scheduler.address());
-      caf::anon_send(impl_->scheduler, spawn_atom::value,
-                     SpawnRequest{h.id_, std::move(request), sink});
-      return h;
-    }
-  }
-  sink->on_error("the engine is shut down");
-  return h;
+  return impl_->intake.submit(std::move(request), std::move(sink));
 }
 
 EngineStats Engine::stats() { return impl_->stats->get(); }

@@ -177,8 +177,7 @@ class RequestHandle {
   uint64_t id() const { return id_; }
 
  private:
-  friend class Engine;
-  friend class RemoteEngine;  // actors/remote_engine.hpp: the same cancel path
+  friend class RequestIntake;  // actors/request_intake.hpp: Engine's and RemoteEngine's
   std::shared_ptr<void> scheduler_;  // a weak caf::actor_addr, type-erased
   uint64_t id_ = 0;
 };

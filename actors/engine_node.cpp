@@ -13,6 +13,7 @@
 #include "actors/messages.hpp"
 #include "actors/remote_protocol.hpp"
 #include "actors/route_policy.hpp"
+#include "actors/worker_policy.hpp"
 
 namespace pagoda::actors {
 namespace {
@@ -327,7 +328,7 @@ Result<std::unique_ptr<EngineNode>> EngineNode::start(std::shared_ptr<Engine> en
   auto impl = std::make_unique<Impl>();
   impl->config.load<caf::io::middleman>();
   add_remote_message_types(impl->config);
-  impl->config.set("scheduler.max-threads", 2);
+  configure_workers(impl->config, 2);
   impl->config.set("logger.verbosity", caf::atom("quiet"));
   std::promise<Result<uint16_t>> ready;
   auto is_ready = ready.get_future();

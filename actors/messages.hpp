@@ -11,7 +11,7 @@
 //                         running groups' appends, admissions (block_booking.hpp)
 //   scheduler -> executor (step_atom, StepPlan)         a plan (up to two queued)
 //   executor -> scheduler (result_atom, StepReply)      its answer, in step order
-//   scheduler -> scheduler (timeout_atom, uint64 step)  a step's deadline
+//   scheduler -> scheduler (timeout_atom, uint64 0)     the step watchdog
 //   engine -> scheduler   request (stop_atom) -> bool   cancel all; answered once no
 //                         step is in flight (then the executor is idle)
 //   engine -> scheduler   (spawn_atom, SpawnRequest)    the scheduler spawns the

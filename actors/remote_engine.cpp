@@ -4,12 +4,13 @@
 
 #include <atomic>
 #include <future>
-#include <random>
 #include <thread>
 #include <tuple>
 
 #include "actors/messages.hpp"
 #include "actors/remote_protocol.hpp"
+#include "actors/request_intake.hpp"
+#include "actors/worker_policy.hpp"
 #include "model/model_text.hpp"
 
 namespace pagoda::actors {
@@ -46,9 +47,8 @@ struct RemoteEngine::Impl {
   caf::actor router;
   std::shared_ptr<RouterBox> box = std::make_shared<RouterBox>();
   std::shared_ptr<const RequestContext> context;
-  std::atomic<uint64_t> next_id{1};
-  std::mt19937_64 seeds{std::random_device{}()};
-  std::mutex seeds_mutex, actors_mutex, shutdown_mutex;
+  RequestIntake intake;  // submit(): to the router
+  std::mutex shutdown_mutex;
   std::thread owner;  // builds, runs and destroys the system (see Engine)
   std::promise<void> stop;
 };
@@ -58,17 +58,16 @@ namespace {
 void run_system(RemoteEngine::Impl* impl, std::promise<void>* ready) {
   impl->system = std::make_unique<caf::actor_system>(impl->config);
   impl->router = spawn_engine_router(*impl->system, impl->options.nodes, impl->options.router, impl->box);
+  impl->intake.open(impl->router);
   ready->set_value();
   impl->stop.get_future().wait();
   {
     caf::scoped_actor self{*impl->system};
     self->request(impl->router, std::chrono::seconds(15), stop_atom::value).receive([](bool) {}, [](caf::error&) {});
   }
+  impl->intake.close();
   caf::anon_send_exit(impl->router, caf::exit_reason::user_shutdown);
-  {
-    std::lock_guard<std::mutex> lock(impl->actors_mutex);
-    impl->router = nullptr;
-  }
+  impl->router = nullptr;
   impl->system->await_all_actors_done();
   impl->system.reset();
 }
@@ -109,8 +108,7 @@ Result<std::unique_ptr<RemoteEngine>> RemoteEngine::start(const RemoteEngineOpti
   impl->options = options;
   impl->config.load<caf::io::middleman>();
   add_remote_message_types(impl->config);
-  impl->config.set("scheduler.max-threads", std::max<size_t>(options.actor_threads, 1));
-  impl->config.set("scheduler.max-throughput", 300);
+  configure_workers(impl->config, options.actor_threads);
   std::promise<void> ready;
   std::future<void> is_ready = ready.get_future();
   impl->owner = std::thread(run_system, impl.get(), &ready);
@@ -147,22 +145,7 @@ void RemoteEngine::shutdown() {
 }
 
 RequestHandle RemoteEngine::submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) {
-  if (!request.sampling.seed) {
-    std::lock_guard<std::mutex> lock(impl_->seeds_mutex);
-    request.sampling.seed = impl_->seeds();
-  }
-  RequestHandle h;
-  h.id_ = impl_->next_id.fetch_add(1);
-  {
-    std::lock_guard<std::mutex> lock(impl_->actors_mutex);
-    if (impl_->router) {
-      h.scheduler_ = std::make_shared<caf::actor_addr>(impl_->router.address());
-      caf::anon_send(impl_->router, spawn_atom::value, SpawnRequest{h.id_, std::move(request), sink});
-      return h;
-    }
-  }
-  sink->on_error("the engine is shut down");
-  return h;
+  return impl_->intake.submit(std::move(request), std::move(sink));
 }
 
 EngineStats RemoteEngine::stats() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <unordered_map>
 
@@ -37,6 +38,10 @@ struct SchedulerState {
   Metrics metrics;
   bool stopping = false;
   std::vector<caf::response_promise> stop_waiters;  // answered when idle
+  // The step watchdog: (step id, deadline) of every step sent, oldest first
+  // (entries of answered steps are dropped lazily); one timer at a time.
+  std::deque<std::pair<uint64_t, Clock::time_point>> deadlines;
+  bool watchdog_armed = false;
 };
 
 using Self = caf::stateful_actor<SchedulerState>*;
@@ -114,15 +119,36 @@ void answer_stop(Self self) {
   st.stop_waiters.clear();
 }
 
+// Drops the deadlines of steps that are no longer in flight.
+void forget_answered(SchedulerState& st) {
+  const uint64_t oldest = st.core->oldest_in_flight();
+  while (!st.deadlines.empty() && (oldest == 0 || st.deadlines.front().first < oldest)) {
+    st.deadlines.pop_front();
+  }
+}
+
+// One delayed message for the oldest deadline, not one per step: a timer
+// costs CAF's clock thread a wake-up, which on a small machine takes a core
+// from the compute threads (see worker_policy.hpp).
+void arm_watchdog(Self self) {
+  auto& st = self->state;
+  if (st.watchdog_armed || st.deadlines.empty()) return;
+  const auto wait = std::max(Clock::duration::zero(), st.deadlines.front().second - Clock::now());
+  self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(wait) +
+                               std::chrono::milliseconds(1),
+                     timeout_atom::value, uint64_t(0));
+  st.watchdog_armed = true;
+}
+
 void send_plan(Self self, StepPlan plan) {
   auto& st = self->state;
   const uint64_t id = plan.step_id;
   self->send(st.executor, step_atom::value, std::move(plan));
-  if (st.config.step_timeout_s > 0) {
-    const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::duration<double>(st.config.step_timeout_s));
-    self->delayed_send(self, after, timeout_atom::value, id);
-  }
+  if (st.config.step_timeout_s <= 0) return;
+  forget_answered(st);
+  st.deadlines.emplace_back(id, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(st.config.step_timeout_s)));
+  arm_watchdog(self);
 }
 
 // Books and sends steps while the core can prepare one.
@@ -185,15 +211,25 @@ void on_result(Self self, const StepReply& r) {
   maybe_step(self);
 }
 
-void on_timeout(Self self, uint64_t step) {
+// The watchdog fired: ends the oldest in-flight step if it is past its
+// deadline (its result, should it come later, is ignored), then re-arms.
+void on_timeout(Self self) {
   auto& st = self->state;
-  if (st.core->oldest_in_flight() != step) return;  // answered in time
-  ++st.metrics.timed_out_steps;
-  st.core->fail_step(step, "executor: step " + std::to_string(step) + " did not finish within " +
-                               std::to_string(st.config.step_timeout_s) + " s");
-  st.metrics.last_finished_ns = 0;
-  dispatch(self);
-  maybe_step(self);
+  st.watchdog_armed = false;
+  forget_answered(st);
+  if (st.deadlines.empty()) return;
+  const auto [step, deadline] = st.deadlines.front();
+  if (Clock::now() >= deadline && st.core->oldest_in_flight() == step) {
+    st.deadlines.pop_front();
+    ++st.metrics.timed_out_steps;
+    st.core->fail_step(step, "executor: step " + std::to_string(step) + " did not finish within " +
+                                 std::to_string(st.config.step_timeout_s) + " s");
+    st.metrics.last_finished_ns = 0;
+    dispatch(self);
+    maybe_step(self);
+    forget_answered(st);
+  }
+  arm_watchdog(self);
 }
 
 // Spawns and monitors a request actor (it sends add_atom once tokenized).
@@ -258,7 +294,7 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
       },
       [self](spawn_atom, const SpawnRequest& r) { spawn_request(self, r); },
       [self](result_atom, const StepReply& r) { on_result(self, r); },
-      [self](timeout_atom, uint64_t step) { on_timeout(self, step); },
+      [self](timeout_atom, uint64_t) { on_timeout(self); },
       [self](abort_atom, RequestId id) {
         auto it = self->state.requests.find(id);
         if (it != self->state.requests.end()) {

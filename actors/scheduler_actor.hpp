@@ -4,10 +4,11 @@
 // than its depth: 2 when scheduling ahead), it books the next step with the
 // block-manager actor (one request per step, awaited: nothing else runs in
 // between, so the core's state cannot change under the booking), commits
-// the reply into a StepPlan and sends it to the executor; a timer per step
-// ends the step's groups if no result comes in time. When a result arrives
+// the reply into a StepPlan and sends it to the executor. When a result arrives
 // the core applies it and the events go to their request actors, one
-// EventBatch per request per step.
+// EventBatch per request per step. A step that is not answered within
+// step_timeout_s of being sent is failed by a watchdog (one timer for the
+// oldest deadline, not one per step).
 //
 // It spawns the request actors ((spawn_atom, SpawnRequest)) and forwards
 // user cancels to them. Request actors are monitored: when one goes down

@@ -9,9 +9,14 @@
 // p50/p99 (arrival times of every sample's tokens). Prints one JSON object.
 //
 //   bench_overlap [--model PATH] [--tiny DIR] [--concurrency 1,64,256]
-//                 [--prompt 32] [--tokens 64] [--threads 0]
+//                 [--prompt 32] [--tokens 64] [--repeats 1]
 //   --tiny: a config.json directory run with --load-format dummy f32 (a
 //   tiny random model: compute is small, so overhead shows); "" skips it.
+//   --overlap on|off: run one mode only (for profiling; no pairs).
+//   --repeats R: R on/off pairs per model and concurrency, run interleaved
+//   (on,off / off,on alternately, so a slow drift of a shared machine hits
+//   both modes alike); "pairs" then summarises each configuration by the
+//   per-pair ratio on/off of output tok/s (median, min, max, pairs won).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -36,7 +41,8 @@ using Clock = std::chrono::steady_clock;
 struct Args {
   std::string model, tiny = "model/configs/tiny";
   std::vector<int32_t> concurrency = {1, 64, 256};
-  int32_t prompt = 32, tokens = 64;
+  int32_t prompt = 32, tokens = 64, repeats = 1;
+  std::string modes = "both";  // on | off | both
 };
 
 std::vector<int32_t> int_list(const std::string& v) {
@@ -57,6 +63,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--concurrency") a.concurrency = int_list(v);
     else if (k == "--prompt") a.prompt = std::stoi(v);
     else if (k == "--tokens") a.tokens = std::stoi(v);
+    else if (k == "--repeats") a.repeats = std::max(1, std::stoi(v));
+    else if (k == "--overlap" && (v == "on" || v == "off" || v == "both")) a.modes = v;
     else {
       std::fprintf(stderr, "bench_overlap: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -112,7 +120,9 @@ struct Case {
   bool dummy;
 };
 
-void run_case(const Case& m, const Args& a, int32_t c, bool overlap, bool last) {
+// Runs one configuration on a fresh engine, prints its row (comma first
+// unless first) and returns its output tok/s.
+double run_case(const Case& m, const Args& a, int32_t c, bool overlap, int32_t repeat, bool first) {
   EngineOptions o;
   o.model_path = m.path;
   o.backend = pagoda::gpu::BackendKind::kCpu;
@@ -156,14 +166,38 @@ void run_case(const Case& m, const Args& a, int32_t c, bool overlap, bool last) 
   const auto st = (*engine)->stats();
   const double n = std::max<double>(1.0, double(st.timed_steps));
   const double step = st.step_wall_s / n, compute = st.step_compute_s / n, host = st.step_host_s / n;
+  const double tok_per_s = double(tokens) / wall;
   std::printf(
-      "    {\"model\": \"%s\", \"concurrency\": %d, \"overlap\": %s, \"steps\": %llu, "
+      "%s    {\"model\": \"%s\", \"concurrency\": %d, \"overlap\": %s, \"repeat\": %d, \"steps\": %llu, "
       "\"step_ms\": %.3f, \"compute_ms\": %.3f, \"host_ms\": %.3f, \"host_share\": %.4f, "
-      "\"itl_p50_ms\": %.3f, \"itl_p99_ms\": %.3f, \"output_tok_per_s\": %.1f, \"tokens\": %zu}%s\n",
-      m.model_name, c, overlap ? "true" : "false", (unsigned long long)st.timed_steps, step * 1e3,
+      "\"itl_p50_ms\": %.3f, \"itl_p99_ms\": %.3f, \"output_tok_per_s\": %.1f, \"tokens\": %zu}",
+      first ? "" : ",\n", m.model_name, c, overlap ? "true" : "false", repeat,
+      (unsigned long long)st.timed_steps, step * 1e3,
       compute * 1e3, host * 1e3, step > 0 ? host / step : 0.0, percentile(itl, 0.5) * 1e3,
-      percentile(itl, 0.99) * 1e3, double(tokens) / wall, tokens, last ? "" : ",");
+      percentile(itl, 0.99) * 1e3, tok_per_s, tokens);
   std::fflush(stdout);
+  return tok_per_s;
+}
+
+struct PairSummary {
+  std::string model;
+  int32_t concurrency;
+  std::vector<double> ratios;  // on / off output tok/s, one per pair
+};
+
+void print_pairs(const std::vector<PairSummary>& pairs) {
+  std::printf("\n  ],\n  \"pairs\": [\n");
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const auto& p = pairs[i];
+    const auto wins = std::count_if(p.ratios.begin(), p.ratios.end(), [](double r) { return r >= 1.0; });
+    std::printf(
+        "    {\"model\": \"%s\", \"concurrency\": %d, \"pairs\": %zu, \"on_over_off_median\": %.4f, "
+        "\"min\": %.4f, \"max\": %.4f, \"on_not_slower\": %lld}%s\n",
+        p.model.c_str(), p.concurrency, p.ratios.size(), percentile(p.ratios, 0.5),
+        *std::min_element(p.ratios.begin(), p.ratios.end()),
+        *std::max_element(p.ratios.begin(), p.ratios.end()), (long long)wins,
+        i + 1 == pairs.size() ? "" : ",");
+  }
 }
 
 }  // namespace
@@ -173,14 +207,25 @@ int main(int argc, char** argv) {
   std::vector<Case> models = {{"smollm2-135m-q4_1", a.model, false}};
   if (!a.tiny.empty()) models.push_back({"tiny-random", a.tiny, true});
   std::printf("{\n  \"rows\": [\n");
-  for (size_t mi = 0; mi < models.size(); ++mi) {
-    for (size_t ci = 0; ci < a.concurrency.size(); ++ci) {
-      for (int on = 1; on >= 0; --on) {
-        const bool last = mi + 1 == models.size() && ci + 1 == a.concurrency.size() && on == 0;
-        run_case(models[mi], a, a.concurrency[ci], on == 1, last);
+  std::vector<PairSummary> pairs;
+  bool first = true;
+  for (const Case& m : models) {
+    for (const int32_t c : a.concurrency) {
+      PairSummary p{m.model_name, c, {}};
+      for (int32_t r = 0; r < a.repeats; ++r) {
+        double tps[2] = {0, 0};  // [off, on]
+        for (int k = 0; k < 2; ++k) {
+          const bool on = (k == 0) == (r % 2 == 0);  // on first in even pairs
+          if (a.modes != "both" && on != (a.modes == "on")) continue;
+          tps[on] = run_case(m, a, c, on, r, first);
+          first = false;
+        }
+        if (a.modes == "both") p.ratios.push_back(tps[0] > 0 ? tps[1] / tps[0] : 0.0);
       }
+      if (!p.ratios.empty()) pairs.push_back(std::move(p));
     }
   }
+  print_pairs(pairs);
   std::printf("  ]\n}\n");
   return 0;
 }
