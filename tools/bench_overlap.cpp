@@ -11,7 +11,8 @@
 //   bench_overlap [--model PATH] [--tiny DIR] [--concurrency 1,64,256]
 //                 [--prompt 32] [--tokens 64] [--repeats 1]
 //   --tiny: a config.json directory run with --load-format dummy f32 (a
-//   tiny random model: compute is small, so overhead shows); "" skips it.
+//   tiny random model: compute is small, so overhead shows); "" skips it
+//   (and --model "" skips the real model).
 //   --overlap on|off: run one mode only (for profiling; no pairs).
 //   --repeats R: R on/off pairs per model and concurrency, run interleaved
 //   (on,off / off,on alternately, so a slow drift of a shared machine hits
@@ -204,7 +205,8 @@ void print_pairs(const std::vector<PairSummary>& pairs) {
 
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
-  std::vector<Case> models = {{"smollm2-135m-q4_1", a.model, false}};
+  std::vector<Case> models;
+  if (!a.model.empty()) models.push_back({"smollm2-135m-q4_1", a.model, false});
   if (!a.tiny.empty()) models.push_back({"tiny-random", a.tiny, true});
   std::printf("{\n  \"rows\": [\n");
   std::vector<PairSummary> pairs;
