@@ -3,7 +3,8 @@
 //  - SmolLM2-135M-Instruct (the real Q4_1 GGUF; transformers dequantises it to
 //    fp32): last-position logits of 8 prompts and their 32-token greedy
 //    continuations, on the exact path (fp32 weights) and the quantized path
-//    (Q4_1/Q8_0 weights with int8 activations);
+//    (Q4_1/Q8_0 weights with int8 activations; there also the argmax at each
+//    of the 32 positions with HF's tokens fed back, teacher-forced);
 //  - tiny random Llama (llama3 rope scaling, untied) and Qwen2 (QKV bias,
 //    tied) safetensors models: the logits of every position.
 // Error measures: "max abs" = max_j |ours - HF| over a row; "row-relative" =
@@ -65,6 +66,12 @@ constexpr double kQuantizedMaxAbs = 1.5;
 // match all 32; prompts 1 and 5 differ from the first token, where HF's top-2
 // logits are only 0.038 and 0.0056 apart).
 constexpr size_t kQuantizedMinGreedyTotal = 120;
+// The same 8 x 32 positions with HF's tokens fed back (teacher forcing), so
+// a near-tie costs one position, not the rest of the prompt: the robust
+// measure of the two (see teacher_forced_agreement). Measured 247 (AVX-512
+// VNNI and AVX2 kernels) and 248 (scalar), where the greedy prefix count
+// above moved between 139 and 144 on the same machine.
+constexpr size_t kQuantizedMinTeacherForced = 236;
 
 // One SmolLM2 model per precision, with a cache of kMaxLen tokens per prompt.
 struct Smol {
@@ -131,6 +138,36 @@ BatchedRun run_batched_greedy(Smol& s, const std::vector<std::vector<int32_t>>& 
   return run;
 }
 
+// Teacher forcing: the same batch, but every decode step feeds HF's greedy
+// token (not ours), so one near-tie does not change every later position.
+// Returns, per prompt, how many of our argmaxes equal HF's greedy token
+// (32 positions: after the prompt and after each of HF's first 31 tokens).
+std::vector<size_t> teacher_forced_agreement(Smol& s, const std::vector<std::vector<int32_t>>& prompts,
+                                             const std::vector<std::vector<int32_t>>& golden) {
+  const int32_t S = int32_t(prompts.size()), V = s.model->config().vocab_size;
+  const int32_t bs = s.model->options().block_size, bps = kMaxLen / bs;
+  std::vector<std::vector<int32_t>> tables;
+  for (int32_t i = 0; i < S; ++i) tables.push_back(test::sequential_blocks(kMaxLen, bs, i * bps));
+  std::vector<size_t> agree(size_t(S), 0);
+  std::vector<float> logits(size_t(S) * size_t(V));  // [S, vocab]
+  model::ForwardBatch b;
+  b.clear(bps);
+  for (int32_t i = 0; i < S; ++i) b.add_sequence(prompts[size_t(i)], 0, tables[size_t(i)], bs);
+  for (size_t step = 0; step < golden[0].size(); ++step) {
+    auto r = s.model->forward(b, s.cache, logits.data());
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    if (!r.ok()) return agree;
+    b.clear(bps);
+    for (int32_t i = 0; i < S; ++i) {
+      const int32_t gold = golden[size_t(i)][step];
+      agree[size_t(i)] += test::argmax(logits.data() + size_t(i) * size_t(V), V) == gold;
+      const int32_t pos = int32_t(prompts[size_t(i)].size() + step);
+      b.add_sequence(std::span<const int32_t>(&gold, 1), pos, tables[size_t(i)], bs);
+    }
+  }
+  return agree;
+}
+
 size_t matching_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   size_t n = 0;
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
@@ -185,6 +222,14 @@ TEST(SmolLM2Fidelity, QuantizedPathLastLogitsAndGreedy) {
   }
   std::printf("[quantized] greedy tokens matching HF: %zu of %zu\n", total_match, 32 * g.ids.size());
   EXPECT_GE(total_match, kQuantizedMinGreedyTotal);
+  const std::vector<size_t> forced = teacher_forced_agreement(*s, g.ids, g.greedy);
+  size_t forced_total = 0;
+  for (size_t p = 0; p < forced.size(); ++p) {
+    std::printf("[quantized] prompt %zu: teacher-forced argmax = HF's token at %zu/32\n", p, forced[p]);
+    forced_total += forced[p];
+  }
+  std::printf("[quantized] teacher-forced agreement: %zu of %zu\n", forced_total, 32 * g.ids.size());
+  EXPECT_GE(forced_total, kQuantizedMinTeacherForced);
 }
 
 TEST(SmolLM2Fidelity, SimpleGeneratorMatchesGreedyGolden) {
