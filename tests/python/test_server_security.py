@@ -369,6 +369,13 @@ def test_full_waiting_queue_answers_429(pagoda_bin, model_path, tmp_path):
     try:
         with Ws(own) as ws:
             ws.generate("run", prompt=PROMPT, max_tokens=300, ignore_eos=True, temperature=0)
+            # Two requests sent back to back are tokenized concurrently by their
+            # request actors, so the second can reach the scheduler first: wait
+            # until "run" runs before sending the one that must wait.
+            first = ws.recv()
+            while not (first.get("id") == "run" and first["type"] == "token"):
+                assert first["type"] == "accepted", first
+                first = ws.recv()
             ws.generate("wait", prompt=PROMPT + " jumps", max_tokens=4, temperature=0)
             wait_for(lambda: metrics_waiting(own) >= 1, timeout=30, what="one waiting request")
             status, headers, reply = own.request("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
