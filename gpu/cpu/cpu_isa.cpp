@@ -124,26 +124,8 @@ std::string quant_isa_unsupported_reason(QuantIsa isa) {
 }
 
 QuantIsa choose_quant_isa(const char* env, std::string* why) {
-  QuantIsa best = QuantIsa::Scalar;
-  for (QuantIsa isa : kAllQuantIsas) {
-    if (quant_isa_supported(isa)) best = isa;
-  }
-  std::string reason = "best supported";
-  QuantIsa chosen = best;
-  QuantIsa forced;
-  if (env == nullptr || *env == '\0') {
-  } else if (!parse_isa(env, forced)) {
-    reason = "best supported; PAGODA_CPU_ISA=" + std::string(env) +
-             " is not scalar, avx2, avxvnni or avx512vnni";
-  } else if (!quant_isa_supported(forced)) {
-    reason = "best supported; PAGODA_CPU_ISA=" + std::string(env) + ": " +
-             quant_isa_unsupported_reason(forced);
-  } else {
-    chosen = forced;
-    reason = "forced by PAGODA_CPU_ISA";
-  }
-  if (why != nullptr) *why = reason;
-  return chosen;
+  return choose_variant(kAllQuantIsas, "PAGODA_CPU_ISA", env, isa_name, quant_isa_unsupported_reason,
+                        why);
 }
 
 namespace {

@@ -12,6 +12,7 @@
 // Thread-safety: everything here is computed once and read-only after.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -55,5 +56,37 @@ QuantIsa choose_quant_isa(const char* env_value, std::string* why = nullptr);
 
 // One line for start-up logs: chosen variant, why, and the CPU's features.
 std::string cpu_isa_summary();
+
+// The rule of every kernel family's override (choose_quant_isa,
+// choose_attn_isa): `all` lists the variants slowest first; the fastest one
+// with lacks(v) == "" wins unless env_value (the value of variable `var`;
+// nullptr or "": unset) names a supported variant. *why (optional) says
+// which case applied: "best supported", "forced by VAR", or why the
+// override was ignored ("... is not a, b or c", or what the CPU lacks).
+template <class Isa, size_t N, class Name, class Lacks>
+Isa choose_variant(const Isa (&all)[N], const char* var, const char* env_value, Name name,
+                   Lacks lacks, std::string* why) {
+  Isa chosen = all[0];
+  for (Isa v : all) {
+    if (lacks(v).empty()) chosen = v;
+  }
+  std::string reason = "best supported";
+  if (env_value != nullptr && *env_value != '\0') {
+    const std::string prefix = "best supported; " + std::string(var) + "=" + env_value;
+    std::string names;
+    for (size_t i = 0; i < N; ++i) {
+      names += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(name(all[i]));
+    }
+    reason = prefix + " is not " + names;
+    for (Isa v : all) {
+      if (std::string_view(env_value) != std::string_view(name(v))) continue;
+      const std::string missing = lacks(v);
+      reason = missing.empty() ? "forced by " + std::string(var) : prefix + ": " + missing;
+      if (missing.empty()) chosen = v;
+    }
+  }
+  if (why != nullptr) *why = reason;
+  return chosen;
+}
 
 }  // namespace pagoda::gpu::cpu

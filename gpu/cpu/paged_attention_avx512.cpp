@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "gpu/cpu/paged_attention_kernels.hpp"
 
@@ -31,6 +32,20 @@ namespace pagoda::gpu::cpu::attn {
 namespace {
 
 constexpr int kPass = 4;  // heads per register pass
+
+// Calls pass(std::integral_constant<int, H>{}, h) for the heads [h, h + H) of
+// every group of up to kPass heads in [0, nh): one instantiation per H.
+template <class Pass>
+PAGODA_ATTN_TARGET inline void by_head_groups(int32_t nh, const Pass& pass) {
+  for (int32_t h = 0; h < nh; h += kPass) {
+    switch (std::min(kPass, nh - h)) {
+      case 4: pass(std::integral_constant<int, 4>{}, h); break;
+      case 3: pass(std::integral_constant<int, 3>{}, h); break;
+      case 2: pass(std::integral_constant<int, 2>{}, h); break;
+      default: pass(std::integral_constant<int, 1>{}, h); break;
+    }
+  }
+}
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 PAGODA_ATTN_TARGET inline __m512 exp_ps(__m512 x) {
@@ -105,15 +120,9 @@ PAGODA_ATTN_TARGET void scores_pass(const float* const* q, const float* k, int32
 
 PAGODA_ATTN_TARGET void scores(const float* const* q, int32_t nh, const float* k, int32_t n,
                                int32_t D, float scale, float* s) {
-  for (int32_t h = 0; h < nh; h += kPass) {
-    float* sh = s + h * kChunk;
-    switch (std::min(kPass, nh - h)) {
-      case 4: scores_pass<4>(q + h, k, n, D, scale, sh); break;
-      case 3: scores_pass<3>(q + h, k, n, D, scale, sh); break;
-      case 2: scores_pass<2>(q + h, k, n, D, scale, sh); break;
-      default: scores_pass<1>(q + h, k, n, D, scale, sh); break;
-    }
-  }
+  by_head_groups(nh, [&](auto H, int32_t h) {
+    scores_pass<H()>(q + h, k, n, D, scale, s + h * kChunk);
+  });
 }
 
 // Sum of the 16 lanes: (i + i+8), (i + i+4), (i + i+2), (0 + 1) (the AVX2 variant's order).
@@ -198,15 +207,9 @@ PAGODA_ATTN_TARGET void scores_t_pass(const float* const* q, const float* kt, in
 
 PAGODA_ATTN_TARGET void scores_t(const float* const* q, int32_t nh, const float* kt, int32_t n,
                                  int32_t D, float scale, float* s) {
-  for (int32_t h = 0; h < nh; h += kPass) {
-    float* sh = s + h * kChunk;
-    switch (std::min(kPass, nh - h)) {
-      case 4: scores_t_pass<4>(q + h, kt, n, D, scale, sh); break;
-      case 3: scores_t_pass<3>(q + h, kt, n, D, scale, sh); break;
-      case 2: scores_t_pass<2>(q + h, kt, n, D, scale, sh); break;
-      default: scores_t_pass<1>(q + h, kt, n, D, scale, sh); break;
-    }
-  }
+  by_head_groups(nh, [&](auto H, int32_t h) {
+    scores_t_pass<H()>(q + h, kt, n, D, scale, s + h * kChunk);
+  });
 }
 
 PAGODA_ATTN_TARGET void exp16(const float* x, float* y) {
@@ -272,15 +275,9 @@ PAGODA_ATTN_TARGET void pv_pass(float* const* acc, const float* alpha, const flo
 
 PAGODA_ATTN_TARGET void pv(float* const* acc, const float* alpha, const float* w, int32_t nh,
                            const float* v, int32_t n, int32_t D) {
-  for (int32_t h = 0; h < nh; h += kPass) {
-    const float* wh = w + h * kChunk;
-    switch (std::min(kPass, nh - h)) {
-      case 4: pv_pass<4>(acc + h, alpha + h, wh, v, n, D); break;
-      case 3: pv_pass<3>(acc + h, alpha + h, wh, v, n, D); break;
-      case 2: pv_pass<2>(acc + h, alpha + h, wh, v, n, D); break;
-      default: pv_pass<1>(acc + h, alpha + h, wh, v, n, D); break;
-    }
-  }
+  by_head_groups(nh, [&](auto H, int32_t h) {
+    pv_pass<H()>(acc + h, alpha + h, w + h * kChunk, v, n, D);
+  });
 }
 
 PAGODA_ATTN_TARGET void scale(float* x, float a, int32_t D) {

@@ -35,25 +35,8 @@ std::string attn_isa_unsupported_reason(AttnIsa isa) {
 }
 
 AttnIsa choose_attn_isa(const char* env, std::string* why) {
-  AttnIsa best = AttnIsa::kPortable;
-  for (AttnIsa isa : kAllAttnIsas) {
-    if (attn_isa_unsupported_reason(isa).empty()) best = isa;
-  }
-  std::string reason = "best supported";
-  AttnIsa chosen = best;
-  if (env != nullptr && *env != '\0') {
-    reason = std::string("best supported; PAGODA_CPU_ATTN_ISA=") + env +
-             " is not portable, avx2 or avx512";
-    for (AttnIsa isa : kAllAttnIsas) {
-      if (std::string_view(env) != attn_isa_name(isa)) continue;
-      const std::string lacks = attn_isa_unsupported_reason(isa);
-      reason = lacks.empty() ? "forced by PAGODA_CPU_ATTN_ISA"
-                             : std::string("best supported; PAGODA_CPU_ATTN_ISA=") + env + ": " + lacks;
-      if (lacks.empty()) chosen = isa;
-    }
-  }
-  if (why != nullptr) *why = reason;
-  return chosen;
+  return choose_variant(kAllAttnIsas, "PAGODA_CPU_ATTN_ISA", env, attn_isa_name,
+                        attn_isa_unsupported_reason, why);
 }
 
 AttnIsa best_attn_isa() {
