@@ -226,5 +226,30 @@ TEST(EngineFaults, AHungStepTimesOutInsteadOfHanging) {
   expect_blocks_back(**e);
 }
 
+// The deadline is per step, not per request: a request whose steps each take
+// a fifth of the timeout runs for several timeouts in all and never times
+// out (the watchdog re-arms for the oldest step still in flight).
+TEST(EngineFaults, StepsWithinTheTimeoutNeverTimeOut) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  EngineOptions o = fault_options(path);
+  const double scale = pagoda::test::deadline_scale();
+  o.step_timeout_s = 0.5 * scale;
+  o.fault_injector = [scale](uint64_t) {
+    StepFault f;
+    f.delay_s = 0.1 * scale;
+    return f;
+  };
+  auto e = Engine::start(o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = (*e)->generate({ids_request(prompt(30, 6), 24)});
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(took, 4 * o.step_timeout_s);  // the whole request outlasts the timeout
+  EXPECT_TRUE(r[0].error.empty()) << r[0].error;
+  EXPECT_EQ(r[0].samples[0].token_ids.size(), 24u);
+  EXPECT_EQ((*e)->stats().timed_out_steps, 0u);
+  expect_blocks_back(**e);
+}
+
 }  // namespace
 }  // namespace pagoda::actors
