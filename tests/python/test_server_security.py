@@ -401,10 +401,12 @@ def test_kv_stream_shows_only_own_requests(server):
     only as anonymous 'u' (no ids, ref 0, no sequences), and A's own request
     with its ids."""
     with Ws(server) as a, Ws(server) as b:
-        b.generate("theirs", prompt=PROMPT * 4, max_tokens=200, ignore_eos=True, temperature=0)
+        # Long enough for several kv frames (one per 250 ms at most) while both
+        # run: at about 4 ms a step, 40 tokens once fit in a single interval.
+        b.generate("theirs", prompt=PROMPT * 4, max_tokens=600, ignore_eos=True, temperature=0)
         assert b.recv()["type"] == "accepted"
         a.send({"type": "kv_subscribe"})
-        a.generate("mine", prompt="Count to ten:", max_tokens=40, ignore_eos=True, temperature=0)
+        a.generate("mine", prompt="Count to ten:", max_tokens=300, ignore_eos=True, temperature=0)
         seen = []
         a.run(["mine"], timeout=120, on_frame=lambda f: f["type"] == "kv" and seen.append(f))
         a.send({"type": "kv_unsubscribe"})
