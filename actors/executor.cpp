@@ -198,7 +198,8 @@ Result<void> Executor::compute_rest(const StepPlan& plan, StepResult& out) {
     if (bad_[i]) continue;
     entry_at[i] = int32_t(rest.entries.size());
     rest.entries.push_back(plan.entries[i]);
-    tokens_[kept++] = std::move(tokens_[i]);
+    if (kept != i) tokens_[kept] = std::move(tokens_[i]);  // never a self-move
+    ++kept;
   }
   tokens_.resize(kept);
   for (const PlanSample& s : plan.samples) {
@@ -222,9 +223,11 @@ Result<void> Executor::compute_rest(const StepPlan& plan, StepResult& out) {
   return {};
 }
 
-// A sampled id outside the vocabulary or a non-finite logprob (the row's
-// raw logits held a NaN or an infinity: the log-sum-exp runs over them all)
-// fails that row alone.
+// A sampled id outside the vocabulary or a non-finite logprob fails that row
+// alone. The logprob is the raw logit minus the row's log-sum-exp, so it is
+// NaN or infinite when the row's largest logit is (a NaN hidden state makes
+// the whole row NaN; an overflow gives +inf). A lone NaN among finite logits
+// is not seen: the CPU kernel's SIMD sum of exps skips it.
 void Executor::check_samples(StepResult& out) {
   const int32_t vocab = config().vocab_size;
   for (SampleOutput& s : out.samples) {

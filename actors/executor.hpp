@@ -92,7 +92,8 @@ class Executor : private SeqMirror::Listener {
   // slots undefined and dooms the plans that depend on it: they are skipped,
   // never run on stale placeholders. A row that fails alone (its mirror
   // disagrees with the plan, its logits are not finite: its logprob is NaN
-  // or infinite, its sampled id is outside the vocabulary) is dropped from
+  // or infinite, which a NaN or +inf row maximum gives, its sampled id is
+  // outside the vocabulary) is dropped from
   // the mirror and named in StepResult::errors (its samples carry token
   // -1); the rest of the step runs. `inject` (tests) runs inside the step,
   // after the mirror took the plan's deltas; it may throw.

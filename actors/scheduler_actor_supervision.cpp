@@ -91,6 +91,8 @@ void recover(SchedSelf self) {
   st.executor_lost = st.block_manager_lost = false;
   st.state = EngineState::recovering;
   st.state_detail = why;
+  if (executor_lost) ++st.metrics.executor_restarts;  // counted (published) from the start
+  if (manager_lost) ++st.metrics.block_manager_restarts;
   st.core->reset_actors("engine: " + why + "; the request was ended");
   st.sent.clear();
   st.started_step = 0;
@@ -98,7 +100,6 @@ void recover(SchedSelf self) {
   dispatch(self);  // the in-flight groups end now, before a model reload
   std::string failure;
   if (executor_lost) {
-    ++st.metrics.executor_restarts;
     if (auto ok = replace(self, st.executor, st.config.make_executor); !ok) {
       failure = "the executor could not be replaced: " + ok.error().message;
     }
@@ -106,7 +107,6 @@ void recover(SchedSelf self) {
     self->send(st.executor, reset_atom::value);
   }
   if (manager_lost) {
-    ++st.metrics.block_manager_restarts;
     if (auto ok = replace(self, st.block_manager, st.config.make_block_manager); !ok && failure.empty()) {
       failure = "the block manager could not be replaced: " + ok.error().message;
     }

@@ -1,12 +1,13 @@
 // RowFaultBackend: a Backend that forwards everything to an inner backend
 // (the CPU backend: host-accessible memory) and, on request, damages one
 // row of a sample call, as a broken kernel or a corrupt row would: NaN into
-// that row's logits before sampling, or an id outside the vocabulary into
+// that row's logits before sampling (the whole row), or an id outside the vocabulary into
 // that row's sampled token after it. Test-only; one issuing thread; the
 // buffers belong to the inner backend. Used by executor_faults_test and
 // engine_supervision_test.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <functional>
@@ -68,8 +69,9 @@ class RowFaultBackend final : public Backend {
     const RowFault f = fault_ ? fault_(++calls_, p.num_rows) : RowFault{};
     const bool hit = f.row >= 0 && f.row < p.num_rows;
     if (hit && f.nan_logits) {
+      // The whole row, as a NaN in the row's hidden state spreads through the LM head.
       float* row = const_cast<float*>(p.logits) + int64_t(f.row) * p.vocab_size;  // host memory
-      row[p.vocab_size / 2] = std::numeric_limits<float>::quiet_NaN();
+      std::fill(row, row + p.vocab_size, std::numeric_limits<float>::quiet_NaN());
     }
     inner_->sample(p);
     if (hit && !f.nan_logits) p.tokens[f.row] = p.vocab_size + 7;
