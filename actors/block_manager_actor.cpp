@@ -1,6 +1,7 @@
 #include "actors/block_manager_actor.hpp"
 
 #include <chrono>
+#include <stdexcept>
 
 #include "actors/messages.hpp"
 
@@ -10,6 +11,7 @@ namespace {
 struct BlockManagerState {
   std::shared_ptr<BlockBooker> booker;  // shared: behaviour lambdas must be copyable
   std::shared_ptr<StatsBox> stats;
+  BlockManagerActorConfig config;
 };
 
 using Self = caf::stateful_actor<BlockManagerState>*;
@@ -21,26 +23,40 @@ void publish_if_due(Self self) {
 }
 
 caf::behavior block_manager_fn(Self self, std::shared_ptr<BlockBooker> booker,
-                               std::shared_ptr<StatsBox> stats) {
+                               std::shared_ptr<StatsBox> stats, BlockManagerActorConfig config) {
   self->state.booker = std::move(booker);
   self->state.stats = std::move(stats);
+  self->state.config = std::move(config);
   return {
       [self](book_atom, const BookingRequest& r) -> BookingReply {
-        BookingReply reply = self->state.booker->book(r);
+        auto& st = self->state;
+        const uint64_t nth = ++*st.config.bookings;
+        if (st.config.fault && st.config.fault(nth)) {
+          // Unhandled: CAF ends the actor; the requester gets an error.
+          throw std::runtime_error("block manager: injected crash in booking " + std::to_string(nth));
+        }
+        BookingReply reply = st.booker->book(r);
         publish_if_due(self);
         return reply;
       },
       [self](snapshot_atom) { publish_if_due(self); },
+      [self](reset_atom) {
+        auto& st = self->state;
+        if (st.config.fresh_booker) st.booker = st.config.fresh_booker();
+      },
   };
 }
 
 }  // namespace
 
 caf::actor spawn_block_manager_actor(caf::actor_system& sys, std::unique_ptr<BlockBooker> booker,
-                                     std::shared_ptr<StatsBox> stats, bool detached) {
+                                     std::shared_ptr<StatsBox> stats,
+                                     const BlockManagerActorConfig& config) {
   std::shared_ptr<BlockBooker> b(std::move(booker));
-  if (detached) return sys.spawn<caf::detached>(block_manager_fn, std::move(b), std::move(stats));
-  return sys.spawn(block_manager_fn, std::move(b), std::move(stats));
+  if (config.detached) {
+    return sys.spawn<caf::detached>(block_manager_fn, std::move(b), std::move(stats), config);
+  }
+  return sys.spawn(block_manager_fn, std::move(b), std::move(stats), config);
 }
 
 }  // namespace pagoda::actors

@@ -25,11 +25,36 @@ void LatencyHistogram::observe(double seconds) {
   sum += seconds;
 }
 
+const char* engine_state_name(EngineState s) {
+  switch (s) {
+    case EngineState::serving: return "serving";
+    case EngineState::recovering: return "recovering";
+    case EngineState::failed: return "failed";
+    case EngineState::stopping: return "stopping";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// What the owner thread needs until the actor system is destroyed. Shared
+// with it: when a hung executor was abandoned, shutdown() returns without
+// waiting for it and the owner thread, detached, destroys the system once
+// that executor's step returns.
+struct Runtime {
+  caf::actor_system_config config;  // must outlive the system
+  std::unique_ptr<caf::actor_system> system;
+  std::shared_ptr<EngineActors> actors = std::make_shared<EngineActors>();
+  std::promise<void> stop;
+  std::promise<bool> drained;  // every actor but abandoned ones ended; true: some are left
+};
+
+}  // namespace
+
 struct Engine::Impl {
   EngineOptions options;
-  caf::actor_system_config config;            // must outlive the system
-  std::unique_ptr<caf::actor_system> system;
-  caf::actor scheduler, executor, block_manager;
+  std::shared_ptr<Runtime> rt = std::make_shared<Runtime>();
+  caf::actor scheduler;
   std::shared_ptr<StatsBox> stats = std::make_shared<StatsBox>();
   std::shared_ptr<const RequestContext> context;
   RequestIntake intake;  // submit(): to the scheduler
@@ -40,8 +65,7 @@ struct Engine::Impl {
   // waits for `stop`, then shuts it down and destroys it, and only actors
   // spawn (callers' threads just anon_send, which pins nothing).
   std::thread owner;
-  std::promise<void> stop;
-  std::mutex actors_mutex;  // guards `block_manager` (null after shutdown) for foreign threads
+  std::mutex actors_mutex;  // guards `scheduler` (null after shutdown) for foreign threads
   std::mutex shutdown_mutex;
 };
 
@@ -53,14 +77,18 @@ Result<std::shared_ptr<const RequestContext>> make_context(const std::string& pa
   return make_request_context(*text, vocab);
 }
 
-Result<std::unique_ptr<BlockBooker>> make_booker(const EngineOptions& o, const Executor& ex) {
+BlockManagerConfig booker_config(const EngineOptions& o, const Executor& ex) {
   BlockManagerConfig bc;
   bc.num_blocks = ex.num_blocks();
   bc.block_size = ex.block_size();
   bc.enable_prefix_caching = o.enable_prefix_caching;
   bc.layout = o.kv_layout;
   bc.max_model_len = ex.max_model_len();  // contiguous: the per-sequence reservation
-  auto blocks = BlockManager::create(bc);
+  return bc;
+}
+
+Result<std::unique_ptr<BlockBooker>> make_booker(const EngineOptions& o, const Executor& ex) {
+  auto blocks = BlockManager::create(booker_config(o, ex));
   if (!blocks) return blocks.error();
   return std::make_unique<BlockBooker>(std::move(blocks).value());
 }
@@ -75,44 +103,95 @@ std::shared_ptr<SchedulerCore> make_core(const EngineOptions& o, const Executor&
   return std::make_shared<SchedulerCore>(sc);
 }
 
+// The injectors, counted over every actor the engine ever runs (a
+// replacement does not start counting again).
+std::function<StepFault(uint64_t)> shared_step_faults(const EngineOptions& o) {
+  if (!o.fault_injector) return {};
+  auto count = std::make_shared<std::atomic<uint64_t>>(0);
+  return [f = o.fault_injector, count](uint64_t) { return f(++*count); };
+}
+
+// The supervision's factories: a new executor loads the model again (same
+// options, so the same number of blocks); a new block manager starts with a
+// fresh pool.
+void set_factories(SchedulerActorConfig& sc, const EngineOptions& o, int32_t num_blocks,
+                   std::function<StepFault(uint64_t)> faults, BlockManagerActorConfig bm,
+                   std::shared_ptr<StatsBox> stats) {
+  sc.make_executor = [o, num_blocks, faults](caf::actor_system& sys) -> Result<caf::actor> {
+    auto ex = Executor::create(o);
+    if (!ex) return ex.error();
+    if ((*ex)->num_blocks() != num_blocks) {  // the pool's size may not change
+      return make_error("the new executor has " + std::to_string((*ex)->num_blocks()) +
+                        " KV blocks, the pool " + std::to_string(num_blocks));
+    }
+    return spawn_executor_actor(sys, std::shared_ptr<Executor>(std::move(ex).value()), faults);
+  };
+  sc.make_block_manager = [bm, stats](caf::actor_system& sys) -> Result<caf::actor> {
+    return spawn_block_manager_actor(sys, bm.fresh_booker(), stats, bm);
+  };
+}
+
 // The owner thread: builds the system and the actors, and at `stop` drains
 // and destroys them.
-void run_system(Engine::Impl* impl, std::shared_ptr<Executor> ex,
+void run_system(Engine::Impl* impl, std::shared_ptr<Runtime> rt, std::shared_ptr<Executor> ex,
                 std::shared_ptr<SchedulerCore> core, std::unique_ptr<BlockBooker> booker,
                 std::promise<void>* ready) {
   const EngineOptions& o = impl->options;
-  impl->system = std::make_unique<caf::actor_system>(impl->config);
-  impl->executor = spawn_executor_actor(*impl->system, std::move(ex), o.fault_injector);
-  impl->block_manager = spawn_block_manager_actor(*impl->system, std::move(booker), impl->stats,
-                                                  o.dedicated_engine_threads);
+  rt->system = std::make_unique<caf::actor_system>(rt->config);
+  const BlockManagerConfig bc = booker_config(o, *ex);
+  BlockManagerActorConfig bm;
+  bm.detached = o.dedicated_engine_threads;
+  bm.fault = o.booking_fault_injector;
+  bm.fresh_booker = [bc] { return std::make_unique<BlockBooker>(std::move(BlockManager::create(bc)).value()); };
+  const auto faults = shared_step_faults(o);
+  caf::actor executor = spawn_executor_actor(*rt->system, std::move(ex), faults);
+  caf::actor block_manager = spawn_block_manager_actor(*rt->system, std::move(booker), impl->stats, bm);
   SchedulerActorConfig sc;
   sc.step_timeout_s = o.step_timeout_s;
   sc.detached = o.dedicated_engine_threads;
-  impl->scheduler = spawn_scheduler_actor(*impl->system, std::move(core), impl->block_manager,
-                                          impl->executor, impl->stats, impl->context, sc);
+  sc.actors = rt->actors;
+  set_factories(sc, o, bc.num_blocks, faults, bm, impl->stats);
+  {
+    std::lock_guard<std::mutex> lock(impl->actors_mutex);
+    impl->scheduler = spawn_scheduler_actor(*rt->system, std::move(core), std::move(block_manager),
+                                            std::move(executor), impl->stats, impl->context, sc);
+  }
   impl->intake.open(impl->scheduler);
   ready->set_value();
-  impl->stop.get_future().wait();
+  rt->stop.get_future().wait();
   {
     // Drain first: every request is cancelled (its sink gets on_done with
-    // abort) and no step is left in flight, so the executor is idle when it
-    // is told to exit.
-    caf::scoped_actor self{*impl->system};
+    // abort) and no step is left in flight (a lost executor's steps end when
+    // it is lost, so this never waits for a dead actor).
+    caf::scoped_actor self{*rt->system};
     self->request(impl->scheduler, std::chrono::minutes(10), stop_atom::value)
         .receive([](bool) {}, [](caf::error&) {});
   }
   impl->intake.close();
-  caf::anon_send_exit(impl->scheduler, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(impl->block_manager, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(impl->executor, caf::exit_reason::user_shutdown);
+  caf::actor scheduler;
   {
     std::lock_guard<std::mutex> lock(impl->actors_mutex);
+    scheduler = std::move(impl->scheduler);
     impl->scheduler = nullptr;
-    impl->block_manager = nullptr;
-    impl->executor = nullptr;
   }
-  impl->system->await_all_actors_done();
-  impl->system.reset();
+  caf::anon_send_exit(scheduler, caf::exit_reason::user_shutdown);
+  scheduler = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(rt->actors->mu);
+    caf::anon_send_exit(rt->actors->block_manager, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(rt->actors->executor, caf::exit_reason::user_shutdown);
+    rt->actors->block_manager = nullptr;
+    rt->actors->executor = nullptr;
+  }
+  // Every actor but the abandoned (hung) executors ends now; those end when
+  // their step returns, and the system is destroyed then (by this thread,
+  // detached from the engine if it has to wait).
+  while (rt->system->registry().running() > size_t(std::max(0, rt->actors->abandoned.load()))) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  rt->drained.set_value(rt->actors->abandoned.load() > 0);
+  rt->system->await_all_actors_done();
+  rt->system.reset();
 }
 
 }  // namespace
@@ -135,11 +214,12 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options) {
   impl->context = std::move(ctx).value();
   impl->num_blocks = (*ex)->num_blocks();
   impl->max_model_len = (*ex)->max_model_len();
-  configure_workers(impl->config, options.actor_threads);
+  configure_workers(impl->rt->config, options.actor_threads);
   std::promise<void> ready;
   std::future<void> is_ready = ready.get_future();
-  impl->owner = std::thread(run_system, impl.get(), std::shared_ptr<Executor>(std::move(ex).value()),
-                            std::move(core), std::move(booker).value(), &ready);
+  impl->owner = std::thread(run_system, impl.get(), impl->rt,
+                            std::shared_ptr<Executor>(std::move(ex).value()), std::move(core),
+                            std::move(booker).value(), &ready);
   is_ready.wait();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
@@ -150,8 +230,18 @@ void Engine::shutdown() {
   if (!impl_) return;
   std::lock_guard<std::mutex> lock(impl_->shutdown_mutex);
   if (!impl_->owner.joinable()) return;
-  impl_->stop.set_value();
-  impl_->owner.join();
+  std::future<bool> drained = impl_->rt->drained.get_future();
+  impl_->rt->stop.set_value();
+  if (drained.get()) {
+    impl_->owner.detach();  // a hung executor is left: never wait it out
+  } else {
+    impl_->owner.join();
+  }
+}
+
+EngineHealth Engine::health() {
+  const EngineStats s = impl_->stats->get();
+  return EngineHealth{s.state, s.state_detail, s.executor_restarts, s.block_manager_restarts};
 }
 
 const EngineOptions& Engine::options() const { return impl_->options; }
@@ -168,8 +258,8 @@ KvSnapshot Engine::kv_snapshot() {
   KvSnapshot snap = impl_->stats->read_snapshot();
   // An idle scheduler runs no steps, so ask it to publish (a no-op when the
   // last snapshot is recent); the next call sees the fresh one.
-  std::lock_guard<std::mutex> lock(impl_->actors_mutex);
-  if (impl_->block_manager) caf::anon_send(impl_->block_manager, snapshot_atom::value);
+  std::lock_guard<std::mutex> lock(impl_->rt->actors->mu);
+  if (impl_->rt->actors->block_manager) caf::anon_send(impl_->rt->actors->block_manager, snapshot_atom::value);
   return snap;
 }
 

@@ -9,7 +9,12 @@
 //                   stop strings and stream to a RequestSink.
 // The scheduler monitors request actors: a request that ends for any reason
 // (finish, cancel, a sink that refuses tokens) releases every block of its
-// group. ~Engine stops every actor and waits for them (no hang).
+// group. It also supervises the executor and the block-manager actor (see
+// actors/scheduler_actor.hpp): one that dies, or an executor that hangs past
+// step_timeout_s, is replaced; the requests in flight end with an error and
+// the others go on. ~Engine stops every actor and waits for them, except an
+// abandoned hung executor (its thread ends the actor system when its step
+// returns; shutdown does not wait for it).
 //
 // Thread-safety: submit(), generate(), stats() and RequestHandle::cancel()
 // may be called from any thread, concurrently; ~Engine from any thread too
@@ -37,11 +42,21 @@
 namespace pagoda::actors {
 
 // What a fault injector asks of the executor for one plan: fail it (as a
-// device error would) and/or wait first (a hung step).
+// device error would) and/or wait first (a hung step), throw inside the
+// step (after the executor took the plan's deltas), or end the executor
+// actor without an answer (a crash: the scheduler restarts it).
 struct StepFault {
   bool fail = false;
   double delay_s = 0.0;
+  bool throw_in_step = false;
+  bool die = false;
 };
+
+// The engine's state as /health reports it: serving; recovering (an actor
+// died or hung and is being replaced); failed (a replacement failed: every
+// request ends with an error); stopping (shutdown began).
+enum class EngineState { serving, recovering, failed, stopping };
+const char* engine_state_name(EngineState s);
 
 // The executor's options (model, backend, precision, KV budget, step limits,
 // CPU threads) plus the scheduler's and the actor system's.
@@ -62,8 +77,12 @@ struct EngineOptions : ExecutorOptions {
   // A step the executor has not answered after this many seconds ends its
   // groups with an error (0: wait forever).
   double step_timeout_s = 300.0;
-  // Tests: consulted by the executor actor before each plan it runs.
+  // Tests: consulted by the executor actor before each plan it runs (nth
+  // counts over every executor the engine ever ran).
   std::function<StepFault(uint64_t nth_plan)> fault_injector;
+  // Tests: true ends the block-manager actor on that booking (an exception
+  // in its handler, as a crash would; the scheduler restarts it).
+  std::function<bool(uint64_t nth_booking)> booking_fault_injector;
 };
 
 struct ChatMessage {
@@ -167,6 +186,11 @@ struct EngineStats {
   uint64_t timed_steps = 0;
   double step_wall_s = 0.0, step_compute_s = 0.0, step_host_s = 0.0;
   uint64_t failed_steps = 0, timed_out_steps = 0;
+  // Supervision: the state, and how often each actor was replaced (died,
+  // or hung past step_timeout_s) since the start.
+  EngineState state = EngineState::serving;
+  uint64_t executor_restarts = 0, block_manager_restarts = 0;
+  std::string state_detail;  // why the engine last recovered or failed
 };
 
 // A submitted request. cancel() is idempotent and safe after the end.
@@ -193,6 +217,13 @@ struct GenerateResult {
   std::vector<SampleResult> samples;  // [n]
   int32_t prompt_tokens = 0;
   std::string error;                  // non-empty when the request failed
+};
+
+// What /health reports of an engine (see EngineState).
+struct EngineHealth {
+  EngineState state = EngineState::serving;
+  std::string detail;  // why it last recovered or failed; empty if never
+  uint64_t executor_restarts = 0, block_manager_restarts = 0;
 };
 
 // Scale-out: one engine node as the front end sees it (RemoteEngine).
@@ -223,6 +254,9 @@ class EngineClient {
   virtual int32_t max_model_len() const = 0;
   // The engine nodes behind a front end (empty: the engine is in-process).
   virtual std::vector<EngineNodeInfo> engine_nodes() const { return {}; }
+  // The engine's supervision state (a front end: serving; its nodes are
+  // reported by engine_nodes()). Never blocks on actors.
+  virtual EngineHealth health() { return {}; }
 
   // Blocking, over submit(): runs every prompt (concurrently) and returns in
   // order. Never call it from a RequestSink callback.
@@ -249,6 +283,9 @@ class Engine : public EngineClient {
   // options are reported through sink->on_error.
   RequestHandle submit(GenerateRequest request, std::shared_ptr<RequestSink> sink) override;
   EngineStats stats() override;
+  // From the scheduler's published state: serving, recovering (an actor is
+  // being replaced), failed, stopping; and the restart counts.
+  EngineHealth health() override;
   // The latest block-pool snapshot the scheduler published (it publishes at
   // most every snapshot_interval while someone has asked within the last few
   // seconds; the first call may return an empty snapshot with total_blocks 0

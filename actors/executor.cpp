@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <string>
 
 namespace pagoda::actors {
 namespace {
@@ -22,6 +24,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   auto backend = gpu::make_backend(o.backend, bo);
   if (!backend) return backend.error();
   ex->backend_ = std::move(backend).value();
+  if (o.wrap_backend) ex->backend_ = o.wrap_backend(std::move(ex->backend_));
   model::LoadOptions lo;
   lo.precision = o.precision;
   lo.max_num_batched_tokens = o.max_num_batched_tokens;
@@ -106,7 +109,7 @@ void Executor::mark_failed(uint64_t step) {
   if (failed_.size() > kFailedKept) failed_.erase(failed_.begin());
 }
 
-Result<StepResult> Executor::run(const StepPlan& plan) {
+Result<StepResult> Executor::run(const StepPlan& plan, const std::function<void()>& inject) {
   if (plan.depends_on != 0 && failed(plan.depends_on)) {
     mirror_->release(plan);
     mark_failed(plan.step_id);
@@ -115,7 +118,16 @@ Result<StepResult> Executor::run(const StepPlan& plan) {
     r.skipped = true;
     return r;
   }
-  auto r = run_step(plan);
+  auto guarded = [&]() -> Result<StepResult> {
+    try {
+      return run_step(plan, inject);
+    } catch (const std::exception& e) {
+      return make_error(std::string("executor: ") + e.what());
+    } catch (...) {
+      return make_error("executor: an unknown exception in step " + std::to_string(plan.step_id));
+    }
+  };
+  auto r = guarded();
   if (!r) mark_failed(plan.step_id);
   return r;
 }
@@ -123,6 +135,11 @@ Result<StepResult> Executor::run(const StepPlan& plan) {
 void Executor::discard(const StepPlan& plan) {
   mirror_->release(plan);
   mark_failed(plan.step_id);
+}
+
+void Executor::reset() {
+  mirror_->clear();
+  failed_.clear();
 }
 
 namespace {
@@ -133,32 +150,97 @@ int64_t clock_ns() {
 }
 }  // namespace
 
-Result<StepResult> Executor::run_step(const StepPlan& plan) {
+Result<StepResult> Executor::run_step(const StepPlan& plan, const std::function<void()>& inject) {
   compute_ns_ = 0;
   staged_ = 0;  // the previous step's download synchronized
   if (int32_t(plan.samples.size()) > max_rows_ || int32_t(plan.entries.size()) > max_rows_) {
     return make_error("executor: the plan has more rows than max_num_seqs");
   }
-  if (auto ok = mirror_->begin(plan, tokens_); !ok) return ok.error();
-  if (auto ok = tables_->sync(*backend_); !ok) return ok.error();
-  if (auto ok = run_copies(plan); !ok) return ok.error();
   StepResult out;
   out.step_id = plan.step_id;
-  if (plan.entries.empty()) return out;
+  mirror_->begin(plan, tokens_, bad_, out.errors);
+  if (inject) inject();
+  if (auto ok = tables_->sync(*backend_); !ok) return ok.error();
+  if (auto ok = run_copies(plan); !ok) return ok.error();
+  const bool any_bad = std::find(bad_.begin(), bad_.end(), uint8_t(1)) != bad_.end();
+  if (auto ok = any_bad ? compute_rest(plan, out) : compute(plan, out); !ok) return ok.error();
+  return out;
+}
+
+Result<void> Executor::compute(const StepPlan& plan, StepResult& out) {
+  if (plan.entries.empty()) return {};
   build_batch(plan);
   const int64_t t0 = clock_ns();
   auto logits = model_->forward_device(batch_, cache_);
   if (!logits) return logits.error();
   compute_ns_ = clock_ns() - t0;
-  if (auto ok = mirror_->forks(plan); !ok) return ok.error();
-  if (plan.samples.empty()) return out;
+  mirror_->forks(plan, out.errors);
+  if (plan.samples.empty()) return {};
   const int64_t t1 = clock_ns();
-  if (auto ok = sample(plan, *logits, out); !ok) return ok.error();
+  if (auto ok = sample(plan, *logits, out); !ok) return ok;
   compute_ns_ += clock_ns() - t1;
+  check_samples(out);
   sampled_.clear();
   for (const SampleOutput& s : out.samples) sampled_.push_back(s.token);
   mirror_->record(plan, sampled_);
-  return out;
+  for (const SeqError& e : out.errors) mirror_->erase(e.seq);  // later plans naming it fail alone
+  return {};
+}
+
+// Rare (a row failed in begin()): copies the plan without the bad entries.
+Result<void> Executor::compute_rest(const StepPlan& plan, StepResult& out) {
+  StepPlan rest;
+  rest.step_id = plan.step_id;
+  rest.forks = plan.forks;  // a fork of a dropped parent fails alone
+  std::vector<int32_t> entry_at(plan.entries.size(), -1);
+  size_t kept = 0;
+  for (size_t i = 0; i < plan.entries.size(); ++i) {
+    if (bad_[i]) continue;
+    entry_at[i] = int32_t(rest.entries.size());
+    rest.entries.push_back(plan.entries[i]);
+    if (kept != i) tokens_[kept] = std::move(tokens_[i]);  // never a self-move
+    ++kept;
+  }
+  tokens_.resize(kept);
+  for (const PlanSample& s : plan.samples) {
+    if (entry_at[size_t(s.entry)] < 0) continue;
+    rest.samples.push_back(s);
+    rest.samples.back().entry = entry_at[size_t(s.entry)];
+  }
+  StepResult part;
+  if (auto ok = compute(rest, part); !ok) return ok;
+  size_t next = 0;
+  for (const PlanSample& s : plan.samples) {
+    if (entry_at[size_t(s.entry)] >= 0) {
+      out.samples.push_back(std::move(part.samples[next++]));
+    } else {
+      SampleOutput failed;
+      failed.seq = s.seq;
+      out.samples.push_back(std::move(failed));
+    }
+  }
+  out.errors.insert(out.errors.end(), part.errors.begin(), part.errors.end());
+  return {};
+}
+
+// A sampled id outside the vocabulary or a non-finite logprob fails that row
+// alone. The logprob is the raw logit minus the row's log-sum-exp, so it is
+// NaN or infinite when the row's largest logit is (a NaN hidden state makes
+// the whole row NaN; an overflow gives +inf). A lone NaN among finite logits
+// is not seen: the CPU kernel's SIMD sum of exps skips it.
+void Executor::check_samples(StepResult& out) {
+  const int32_t vocab = config().vocab_size;
+  for (SampleOutput& s : out.samples) {
+    std::string what;
+    if (s.token < 0 || s.token >= vocab) {
+      what = "sampled id " + std::to_string(s.token) + ", outside the vocabulary";
+    } else if (!std::isfinite(s.logprob)) {
+      what = "has non-finite logits";
+    }
+    if (what.empty()) continue;
+    out.errors.push_back({s.seq, "executor: sequence " + std::to_string(s.seq) + " " + what});
+    s.token = -1;
+  }
 }
 
 Result<void> Executor::run_copies(const StepPlan& plan) {

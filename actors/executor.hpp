@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,6 +67,9 @@ struct ExecutorOptions {
   int32_t cuda_split_k = 512;
   bool cuda_tiled_prefill = true;
   bool async_uploads = true;
+  // Tests: wraps the backend made for these options (e.g. to corrupt one
+  // row's logits or sampled id). Empty: the backend as made.
+  std::function<std::unique_ptr<gpu::Backend>(std::unique_ptr<gpu::Backend>)> wrap_backend;
 };
 
 class Executor : private SeqMirror::Listener {
@@ -83,18 +87,35 @@ class Executor : private SeqMirror::Listener {
   size_t num_sequences() const { return mirror_->size(); }
 
   // Runs one plan. Requires at most max_num_seqs entries and samples and at
-  // most max_num_batched_tokens tokens. An Error leaves the cache contents of
-  // the plan's slots undefined (and dooms the plans that depend on it).
-  Result<StepResult> run(const StepPlan& plan);
+  // most max_num_batched_tokens tokens. An Error (or an exception, caught
+  // here and returned as an Error) leaves the cache contents of the plan's
+  // slots undefined and dooms the plans that depend on it: they are skipped,
+  // never run on stale placeholders. A row that fails alone (its mirror
+  // disagrees with the plan, its logits are not finite: its logprob is NaN
+  // or infinite, which a NaN or +inf row maximum gives, its sampled id is
+  // outside the vocabulary) is dropped from
+  // the mirror and named in StepResult::errors (its samples carry token
+  // -1); the rest of the step runs. `inject` (tests) runs inside the step,
+  // after the mirror took the plan's deltas; it may throw.
+  Result<StepResult> run(const StepPlan& plan, const std::function<void()>& inject = {});
   // Drops a plan that will not run (an injected or detected fault): applies
   // only its releases and dooms the plans that depend on it.
   void discard(const StepPlan& plan);
+  // Forgets every sequence (the block manager was replaced: every table is
+  // void) and every failed step.
+  void reset();
   // Device time of the last run(): forward + sampling, in nanoseconds.
   int64_t last_compute_ns() const { return compute_ns_; }
 
  private:
   Executor() = default;
-  Result<StepResult> run_step(const StepPlan& plan);
+  Result<StepResult> run_step(const StepPlan& plan, const std::function<void()>& inject);
+  // Forward, forks, sampling of a plan whose entries the mirror all took.
+  Result<void> compute(const StepPlan& plan, StepResult& out);
+  // The plan without its bad entries (and their samples), then its result
+  // spread back over the plan's samples.
+  Result<void> compute_rest(const StepPlan& plan, StepResult& out);
+  void check_samples(StepResult& out);
   Result<void> run_copies(const StepPlan& plan);
   void build_batch(const StepPlan& plan);
   Result<void> stage_rows(const StepPlan& plan, bool* want_top);
@@ -127,6 +148,7 @@ class Executor : private SeqMirror::Listener {
   std::vector<TokenId> sampled_;
   std::vector<gpu::SamplingRowParams> rows_;
   std::vector<uint8_t> host_out_;
+  std::vector<uint8_t> bad_;       // [entries]: the entry failed alone
   std::vector<uint64_t> failed_;  // recent failed or skipped steps
   int64_t compute_ns_ = 0;
   gpu::DeviceBuffer pairs_dev_, history_dev_, rows_dev_, out_dev_;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <exception>
+#include <stdexcept>
 #include <thread>
 
 #include "actors/messages.hpp"
@@ -24,13 +25,12 @@ struct ExecutorState {
 
 using Self = caf::stateful_actor<ExecutorState>*;
 
-StepReply run_plan(Self self, const StepPlan& plan) {
+StepReply run_plan(Self self, const StepPlan& plan, const StepFault& fault) {
   auto& st = self->state;
   StepReply reply;
   reply.step_id = plan.step_id;
   reply.received_ns = now_ns();
   reply.idle_ns = st.last_finished_ns ? reply.received_ns - st.last_finished_ns : 0;
-  const StepFault fault = st.fault ? st.fault(++st.plans) : StepFault{};
   if (fault.delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(fault.delay_s));
   try {
     if (fault.fail) {
@@ -40,7 +40,13 @@ StepReply run_plan(Self self, const StepPlan& plan) {
       reply.error = "executor: injected fault in step " + std::to_string(plan.step_id);
       st.executor->discard(plan);
     } else {
-      Result<StepResult> r = st.executor->run(plan);
+      std::function<void()> inject;
+      if (fault.throw_in_step) {
+        inject = [id = plan.step_id] {
+          throw std::runtime_error("injected exception in step " + std::to_string(id));
+        };
+      }
+      Result<StepResult> r = st.executor->run(plan, inject);  // catches the step's exceptions
       reply.compute_ns = st.executor->last_compute_ns();
       if (r) {
         reply.skipped = r->skipped;
@@ -53,6 +59,7 @@ StepReply run_plan(Self self, const StepPlan& plan) {
   } catch (const std::exception& e) {
     reply.ok = false;
     reply.error = std::string("executor: ") + e.what();
+    st.executor->discard(plan);
   }
   reply.finished_ns = st.last_finished_ns = now_ns();
   return reply;
@@ -64,10 +71,17 @@ caf::behavior executor_fn(Self self, std::shared_ptr<Executor> executor,
   self->state.fault = std::move(fault);
   return {
       [self](step_atom, const StepPlan& plan) {
+        auto& st = self->state;
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        StepReply reply = run_plan(self, plan);
+        const StepFault fault = st.fault ? st.fault(++st.plans) : StepFault{};
+        if (fault.die) {  // a crash: no answer; the executor is freed with the actor
+          self->quit(caf::make_error(caf::sec::runtime_error, "executor: injected crash"));
+          return;
+        }
+        StepReply reply = run_plan(self, plan, fault);
         if (sender) self->send(sender, result_atom::value, std::move(reply));
       },
+      [self](reset_atom) { self->state.executor->reset(); },
   };
 }
 

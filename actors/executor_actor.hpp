@@ -3,8 +3,10 @@
 // order and sends (result_atom, StepReply) back to the sender, with the
 // step's timing. It owns the Executor: the model, the backend and the KV
 // cache are freed when it terminates. Exceptions are turned into a failed
-// reply, never a dead actor. A fault injector (tests) may fail or delay any
-// plan.
+// reply (the step counts as failed: its dependants are skipped), never a
+// dead actor. (reset_atom) makes the Executor forget every sequence. A
+// fault injector (tests) may fail, delay or throw in any plan, or end the
+// actor without an answer (a crash the scheduler supervises).
 #pragma once
 
 #include <caf/all.hpp>

@@ -17,7 +17,8 @@
 //   engine -> scheduler   (spawn_atom, SpawnRequest)    the scheduler spawns the
 //                         request actor (so no foreign thread ever spawns: a
 //                         spawning thread pins CAF 0.17's logger, see engine.cpp)
-//   engine -> block manager (snapshot_atom)             publish a KV snapshot if due
+//   engine -> scheduler -> block manager (snapshot_atom) publish a KV snapshot if due
+//   scheduler -> executor, block manager (reset_atom)   start over (supervision)
 //   handle -> scheduler   (abort_atom, RequestId)       user cancel (normal priority:
 //                         it never overtakes the request's spawn), forwarded as
 //   scheduler -> request  (cancel_atom)                 (the sink gets abort)
@@ -50,6 +51,10 @@ using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
 // (fail_atom, std::string) to a request actor: its engine side is lost (a
 // remote engine node went down); the sink gets on_error(message).
 using fail_atom = caf::atom_constant<caf::atom("fail")>;
+// (reset_atom) to the executor: forget every sequence; to the block
+// manager: start over with a fresh pool (supervision: the other one was
+// replaced, see scheduler_actor.hpp).
+using reset_atom = caf::atom_constant<caf::atom("reset")>;
 
 struct AddGroup {
   RequestId id = 0;

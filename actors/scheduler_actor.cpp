@@ -3,50 +3,18 @@
 #include <algorithm>
 #include <cstdint>
 #include <chrono>
-#include <deque>
-#include <map>
-#include <unordered_map>
 
-#include "actors/latency_tracker.hpp"
 #include "actors/messages.hpp"
+#include "actors/scheduler_actor_state.hpp"
 
 namespace pagoda::actors {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SchedClock;
+using Self = SchedSelf;
+using Metrics = SchedulerMetrics;
 
-// What the scheduler actor measures itself (see EngineStats).
-struct Metrics {
-  LatencyTracker latency;  // TTFT / ITL
-  uint64_t prompt_tokens = 0;
-  double util_last = 0.0, util_sum = 0.0;
-  uint64_t util_samples = 0;
-  int32_t peak_seqs = 0, peak_used = 0;
-  int64_t last_finished_ns = 0;
-  uint64_t timed_steps = 0, failed_steps = 0, timed_out_steps = 0;
-  double wall_s = 0.0, compute_s = 0.0, host_s = 0.0;
-};
-
-struct SchedulerState {
-  std::shared_ptr<SchedulerCore> core;
-  caf::actor block_manager, executor;
-  SchedulerActorConfig config;
-  std::unordered_map<RequestId, caf::actor> requests;
-  std::map<caf::actor_addr, RequestId> by_addr;
-  std::shared_ptr<StatsBox> stats;
-  std::shared_ptr<const RequestContext> context;
-  Metrics metrics;
-  bool stopping = false;
-  std::vector<caf::response_promise> stop_waiters;  // answered when idle
-  // The step watchdog: (step id, deadline) of every step sent, oldest first
-  // (entries of answered steps are dropped lazily); one timer at a time.
-  std::deque<std::pair<uint64_t, Clock::time_point>> deadlines;
-  bool watchdog_armed = false;
-};
-
-using Self = caf::stateful_actor<SchedulerState>*;
-
-EngineStats engine_stats(const SchedulerStats& s, Metrics& m) {
+EngineStats engine_stats(const SchedulerStats& s, Metrics& m, const SchedulerState& st) {
   m.peak_seqs = std::max(m.peak_seqs, s.running_seqs);
   m.peak_used = std::max(m.peak_used, s.used_blocks);
   EngineStats e;
@@ -77,6 +45,10 @@ EngineStats engine_stats(const SchedulerStats& s, Metrics& m) {
   e.step_host_s = m.host_s;
   e.failed_steps = m.failed_steps;
   e.timed_out_steps = m.timed_out_steps;
+  e.state = st.state;
+  e.state_detail = st.state_detail;
+  e.executor_restarts = m.executor_restarts;
+  e.block_manager_restarts = m.block_manager_restarts;
   return e;
 }
 
@@ -86,6 +58,13 @@ void sample_utilisation(Metrics& m, const SchedulerCore& core) {
   m.util_last = core.kv_utilisation();
   m.util_sum += m.util_last;
   ++m.util_samples;
+}
+
+}  // namespace
+
+void publish_stats(Self self) {
+  auto& st = self->state;
+  st.stats->set(engine_stats(st.core->stats(), st.metrics, st));
 }
 
 // Sends the core's events, one batch per request; forgets finished requests;
@@ -98,7 +77,7 @@ void dispatch(Self self) {
     st.metrics.latency.observe(e, now);
     batches[e.request].events.push_back(std::move(e));
   }
-  st.stats->set(engine_stats(st.core->stats(), st.metrics));
+  publish_stats(self);
   for (auto& [id, batch] : batches) {
     auto it = st.requests.find(id);
     if (it == st.requests.end()) continue;
@@ -112,6 +91,8 @@ void dispatch(Self self) {
   }
 }
 
+namespace {
+
 void answer_stop(Self self) {
   auto& st = self->state;
   if (!st.stopping || st.core->in_flight() || st.core->has_outbox()) return;
@@ -119,72 +100,61 @@ void answer_stop(Self self) {
   st.stop_waiters.clear();
 }
 
-// Drops the deadlines of steps that are no longer in flight.
-void forget_answered(SchedulerState& st) {
-  const uint64_t oldest = st.core->oldest_in_flight();
-  while (!st.deadlines.empty() && (oldest == 0 || st.deadlines.front().first < oldest)) {
-    st.deadlines.pop_front();
-  }
-}
-
-// One delayed message for the oldest deadline, not one per step: a timer
-// costs CAF's clock thread a wake-up, which on a small machine takes a core
-// from the compute threads (see worker_policy.hpp).
-void arm_watchdog(Self self) {
-  auto& st = self->state;
-  if (st.watchdog_armed || st.deadlines.empty()) return;
-  const auto wait = std::max(Clock::duration::zero(), st.deadlines.front().second - Clock::now());
-  self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(wait) +
-                               std::chrono::milliseconds(1),
-                     timeout_atom::value, uint64_t(0));
-  st.watchdog_armed = true;
-}
-
 void send_plan(Self self, StepPlan plan) {
   auto& st = self->state;
   const uint64_t id = plan.step_id;
+  if (!st.executor) return;  // lost meanwhile: the recovery ends this step
   self->send(st.executor, step_atom::value, std::move(plan));
-  if (st.config.step_timeout_s <= 0) return;
-  forget_answered(st);
-  st.deadlines.emplace_back(id, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(st.config.step_timeout_s)));
-  arm_watchdog(self);
+  note_sent(self, id);
 }
 
-// Books and sends steps while the core can prepare one.
+void on_booked(Self self, const BookingReply& reply) {
+  auto& core = *self->state.core;
+  StepPlan plan = core.commit(reply);
+  // An empty plan stops the loop (until the next message) unless it came
+  // from preemptions: then booking again may admit.
+  const bool again = !plan.empty() || core.book_again() || core.has_outbox();
+  if (!plan.empty()) send_plan(self, std::move(plan));
+  dispatch(self);
+  if (again) {
+    maybe_step(self);
+  } else {
+    answer_stop(self);
+  }
+}
+
+}  // namespace
+
+// Books and sends steps while the core can prepare one (and the engine has
+// actors to run them).
 void maybe_step(Self self) {
   auto& st = self->state;
-  if (!st.core->can_prepare()) return answer_stop(self);
+  if (!st.executor || !st.block_manager || !st.core->can_prepare()) return answer_stop(self);
   BookingRequest req = st.core->prepare();
+  st.booking = true;
+  const caf::actor_addr to = st.block_manager.address();
   self->request(st.block_manager, caf::infinite, book_atom::value, std::move(req))
       .await(
           [self](const BookingReply& reply) {
-            auto& core = *self->state.core;
-            StepPlan plan = core.commit(reply);
-            // An empty plan stops the loop (until the next message) unless
-            // it came from preemptions: then booking again may admit.
-            const bool again = !plan.empty() || core.book_again() || core.has_outbox();
-            if (!plan.empty()) send_plan(self, std::move(plan));
-            dispatch(self);
-            if (again) {
-              maybe_step(self);
-            } else {
-              answer_stop(self);
-            }
+            self->state.booking = false;
+            on_booked(self, reply);
+            recover_if_lost(self);
           },
-          [self](caf::error& err) {
-            // The block manager is gone: nothing can be booked any more.
-            auto& core = *self->state.core;
-            core.commit(BookingReply{});
-            core.cancel_all();
-            dispatch(self);
-            (void)err;
+          [self, to](caf::error& err) {
+            self->state.booking = false;
+            // The block manager is gone (or replaced since): supervision
+            // rebuilds the pool; an answer from a replaced one is stale.
+            if (to == self->state.block_manager.address()) on_booking_error(self, err);
+            recover_if_lost(self);
           });
 }
+
+namespace {
 
 void on_result(Self self, const StepReply& r) {
   auto& st = self->state;
   auto& core = *st.core;
+  if (self->current_sender() != st.executor.address()) return;  // an abandoned executor
   if (core.oldest_in_flight() != r.step_id) return;  // late: the step timed out
   if (r.skipped || (r.ok && r.result.skipped)) {
     core.skipped_step(r.step_id);
@@ -207,29 +177,26 @@ void on_result(Self self, const StepReply& r) {
     }
   }
   st.metrics.last_finished_ns = r.finished_ns;
+  note_answered(self);
   dispatch(self);
   maybe_step(self);
 }
 
-// The watchdog fired: ends the oldest in-flight step if it is past its
-// deadline (its result, should it come later, is ignored), then re-arms.
-void on_timeout(Self self) {
-  auto& st = self->state;
-  st.watchdog_armed = false;
-  forget_answered(st);
-  if (st.deadlines.empty()) return;
-  const auto [step, deadline] = st.deadlines.front();
-  if (Clock::now() >= deadline && st.core->oldest_in_flight() == step) {
-    st.deadlines.pop_front();
-    ++st.metrics.timed_out_steps;
-    st.core->fail_step(step, "executor: step " + std::to_string(step) + " did not finish within " +
-                                 std::to_string(st.config.step_timeout_s) + " s");
-    st.metrics.last_finished_ns = 0;
-    dispatch(self);
-    maybe_step(self);
-    forget_answered(st);
-  }
-  arm_watchdog(self);
+// Ends a group the engine can no longer run (it failed) with an error.
+void reject_group(Self self, caf::actor to, RequestId id, const std::string& message) {
+  SeqEvent e;
+  e.request = id;
+  e.finish = FinishReason::error;
+  e.error = message;
+  EventBatch b;
+  b.events.push_back(std::move(e));
+  SeqEvent done;
+  done.request = id;
+  done.index = -1;
+  done.group_done = true;
+  b.events.push_back(std::move(done));
+  self->send(to, events_atom::value, std::move(b));
+  self->state.metrics.latency.forget(id);
 }
 
 // Spawns and monitors a request actor (it sends add_atom once tokenized).
@@ -250,12 +217,14 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
   self->state.context = std::move(context);
   self->state.core = std::move(core);
   self->state.stats = std::move(stats);
-  self->state.stats->set(engine_stats(self->state.core->stats(), self->state.metrics));
   self->state.block_manager = std::move(block_manager);
   self->state.executor = std::move(executor);
-  self->state.config = config;
+  self->state.config = std::move(config);
+  publish_stats(self);
+  watch_actors(self);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
+    if (on_actor_down(self, dm)) return;
     auto it = st.by_addr.find(dm.source);
     if (it == st.by_addr.end()) return;
     const RequestId id = it->second;
@@ -272,29 +241,19 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
         if (!sender) return;
         Result<void> ok = st.stopping ? Result<void>(make_error("the engine is stopping"))
-                                      : st.core->add_group(g.id, g.prompt, g.options);
-        if (!ok) {
-          SeqEvent e;
-          e.request = g.id;
-          e.finish = FinishReason::error;
-          e.error = ok.error().message;
-          EventBatch b;
-          b.events.push_back(std::move(e));
-          SeqEvent done;
-          done.request = g.id;
-          done.index = -1;
-          done.group_done = true;
-          b.events.push_back(std::move(done));
-          self->send(sender, events_atom::value, std::move(b));
-          st.metrics.latency.forget(g.id);
-          return;
-        }
+                          : st.state == EngineState::failed
+                              ? Result<void>(make_error("the engine failed: " + st.state_detail))
+                              : st.core->add_group(g.id, g.prompt, g.options);
+        if (!ok) return reject_group(self, sender, g.id, ok.error().message);
         st.metrics.prompt_tokens += g.prompt.size();
         maybe_step(self);
       },
       [self](spawn_atom, const SpawnRequest& r) { spawn_request(self, r); },
       [self](result_atom, const StepReply& r) { on_result(self, r); },
       [self](timeout_atom, uint64_t) { on_timeout(self); },
+      [self](snapshot_atom) {
+        if (self->state.block_manager) self->send(self->state.block_manager, snapshot_atom::value);
+      },
       [self](abort_atom, RequestId id) {
         auto it = self->state.requests.find(id);
         if (it != self->state.requests.end()) {
@@ -314,6 +273,7 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
       [self](stop_atom) -> caf::result<bool> {
         auto& st = self->state;
         st.stopping = true;
+        if (st.state != EngineState::failed) st.state = EngineState::stopping;
         st.core->cancel_all();
         dispatch(self);
         st.stop_waiters.push_back(self->make_response_promise());

@@ -208,6 +208,7 @@ StepPlan SchedulerCore::commit(const BookingReply& reply) {
   plan.depends_on = in_flight_.empty() ? 0 : in_flight_.back().step_id;
   building_ = InFlight{};
   building_.step_id = reply.step_id;
+  building_.fork_groups.swap(carry_groups_);
   for (RequestId id : reply.preempted) {
     auto it = groups_.find(id);
     if (it != groups_.end() && !it->second->all_finished()) preempt(*it->second);
@@ -221,7 +222,10 @@ StepPlan SchedulerCore::commit(const BookingReply& reply) {
   for (const SeqFork& f : reply.forks) {
     plan.pre_forks.push_back({f.parent, f.child, f.table});
     auto it = seq_index_.find(f.child);
-    if (it != seq_index_.end()) it->second.first->seqs[size_t(it->second.second)].registered = true;
+    if (it == seq_index_.end()) continue;
+    it->second.first->seqs[size_t(it->second.second)].registered = true;
+    std::vector<RequestId>& fg = building_.fork_groups;
+    if (std::find(fg.begin(), fg.end(), it->second.first->id) == fg.end()) fg.push_back(it->second.first->id);
   }
   plan.copies.insert(plan.copies.end(), reply.copies.begin(), reply.copies.end());
   commit_running(reply, plan);
@@ -237,6 +241,7 @@ StepPlan SchedulerCore::commit(const BookingReply& reply) {
   if (plan.empty()) {  // nothing runs: the executor's state changes wait for the next plan
     retire_.push_back(reply.step_id);
     carry_ = std::move(plan);
+    carry_groups_ = std::move(building_.fork_groups);
     return StepPlan{};
   }
   in_flight_.push_back(std::move(building_));

@@ -66,6 +66,11 @@
 // ends only the groups in that step with `error`, and dooms the steps
 // planned on top of it (the executor skips them: StepPlan::depends_on);
 // skipped_step(id) then preempts (recomputes) the groups of a doomed step.
+// A group whose forks or copies rode on a plan that failed or was skipped
+// (without entries of its own there) is preempted too, so no sequence is
+// left that the executor never forked. A row that failed alone
+// (StepResult::errors) ends its own group with `error`; the rest of the
+// step is applied.
 // Waiting groups and the prefix cache survive. No new plan is prepared
 // while doomed steps are in flight.
 // Not thread-safe: one owner (the scheduler actor, or a test).
@@ -133,6 +138,8 @@ class SchedulerCore {
   // Ends every sequence of the group with `abort` (no-op for unknown ids).
   void cancel_group(RequestId id);
   void cancel_all();  // cancel_group for every group
+  // Ends every sequence of the group with `error` (no-op for unknown ids).
+  void fail_group(RequestId id, const std::string& message);
   // Ends one sequence (e.g. a stop string matched) with `reason`.
   void finish_sequence(RequestId id, int32_t index, FinishReason reason);
 
@@ -162,6 +169,15 @@ class SchedulerCore {
   // The executor skipped a doomed plan (oldest in flight).
   void skipped_step(uint64_t step_id);
   uint64_t oldest_in_flight() const { return in_flight_.empty() ? 0 : in_flight_.front().step_id; }
+  // Supervision: the executor and/or the block manager were replaced (one
+  // died or hung), so every executor state and every booking is gone. Each
+  // step in flight ends: its groups with `error` (those of doomed steps are
+  // preempted); every other running group is preempted (recomputed later);
+  // the outbox, the carried plan state and pending releases are dropped;
+  // the block stats read as a fresh pool until the next booking. Waiting
+  // groups survive. Also clears an outstanding booking (its reply never
+  // comes). Requires that the next booking goes to a fresh (or reset) pool.
+  void reset_actors(const std::string& message);
   // Events since the last call (schedule, apply, cancel, fail_step).
   std::vector<SeqEvent> take_events();
 
@@ -186,6 +202,7 @@ class SchedulerCore {
     std::vector<EntryRec> entries;
     std::vector<EntryRec> samples;  // n unused
     std::vector<RequestId> groups;
+    std::vector<RequestId> fork_groups;  // forks or copies in the plan (preempted if it never runs)
     bool doomed = false;
   };
   // What prepare() asked per sequence, used by commit() to build the plan.
@@ -211,6 +228,8 @@ class SchedulerCore {
                     StepPlan& plan);
   void finish_never_fit(SequenceGroup& g);
   void doom_step(const InFlight& f);
+  void preempt_fork_groups(const InFlight& f);
+  void fail_rows(const InFlight& f, const StepResult& result);
   void add_sample(const SequenceGroup& g, Sequence& s, int32_t entry, StepPlan& plan);
   void preempt(SequenceGroup& g);
   void on_token(SequenceGroup& g, Sequence& s, const SampleOutput& out);
@@ -244,6 +263,7 @@ class SchedulerCore {
   std::unordered_map<SeqId, Intent> intents_;
   InFlight building_;   // the record of the plan commit() builds
   StepPlan carry_;      // releases, forks and copies of an empty plan
+  std::vector<RequestId> carry_groups_;  // the groups of carry_'s forks
   bool booking_ = false, book_again_ = false;
   BlockStats block_stats_;
   SeqId next_seq_id_ = 1;

@@ -30,6 +30,7 @@ Result<void> SchedulerCore::apply(const StepResult& result) {
   for (const EntryRec& e : f.entries) {
     if (Sequence* s = find_seq(e.seq, e.epoch)) s->num_computed += e.n;
   }
+  fail_rows(f, result);
   std::vector<GroupPtr> beam_groups;
   for (size_t i = 0; i < f.samples.size(); ++i) {
     Sequence* s = find_seq(f.samples[i].seq, f.samples[i].epoch);
@@ -70,8 +71,74 @@ void SchedulerCore::fail_step(uint64_t step_id, const std::string& message) {
     if (it == groups_.end()) continue;
     for (Sequence& s : it->second->seqs) finish_seq(*it->second, s, FinishReason::error, message);
   }
+  preempt_fork_groups(f);
   for (InFlight& later : in_flight_) later.doomed = true;  // the executor skips them
   retire_finished();
+}
+
+// The groups whose forks or copies rode on a plan that did not run: the
+// executor may never have forked their children, so they are recomputed.
+void SchedulerCore::preempt_fork_groups(const InFlight& f) {
+  for (RequestId id : f.fork_groups) {
+    auto it = groups_.find(id);
+    if (it == groups_.end() || it->second->all_finished()) continue;
+    if (std::find(running_.begin(), running_.end(), it->second.get()) != running_.end()) {
+      preempt(*it->second);
+    }
+  }
+}
+
+// Rows the executor failed alone: each ends its own group with `error`
+// (only when the row is of the sequence's current epoch).
+void SchedulerCore::fail_rows(const InFlight& f, const StepResult& result) {
+  for (const SeqError& e : result.errors) {
+    uint32_t epoch = 0;
+    bool known = false;
+    for (const EntryRec& r : f.entries) {
+      if (r.seq == e.seq) epoch = r.epoch, known = true;
+    }
+    for (const EntryRec& r : f.samples) {
+      if (r.seq == e.seq) epoch = r.epoch, known = true;
+    }
+    Sequence* s = known ? find_seq(e.seq, epoch) : nullptr;
+    if (s == nullptr) continue;
+    SequenceGroup& g = *seq_index_.find(s->id)->second.first;
+    for (Sequence& o : g.seqs) finish_seq(g, o, FinishReason::error, e.error);
+  }
+}
+
+void SchedulerCore::reset_actors(const std::string& message) {
+  booking_ = false;
+  book_again_ = false;
+  while (!in_flight_.empty()) {
+    InFlight f = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    for (RequestId id : f.groups) {
+      auto it = groups_.find(id);
+      if (it == groups_.end() || f.doomed) continue;
+      for (Sequence& s : it->second->seqs) finish_seq(*it->second, s, FinishReason::error, message);
+    }
+  }
+  for (GroupPtr g : std::vector<GroupPtr>(running_)) {
+    if (!g->all_finished()) preempt(*g);
+  }
+  retire_finished();
+  for (auto& [id, g] : groups_) {
+    for (Sequence& s : g->seqs) s.registered = false;
+  }
+  commits_.clear();
+  frees_.clear();
+  releases_.clear();
+  beam_forks_.clear();
+  owners_.clear();
+  retire_.clear();
+  abandon_.clear();
+  intents_.clear();
+  carry_ = StepPlan{};
+  carry_groups_.clear();
+  block_stats_.used = block_stats_.cached = 0;
+  block_stats_.free = block_stats_.total;
+  block_stats_.stored_tokens = 0;
 }
 
 void SchedulerCore::skipped_step(uint64_t step_id) {
@@ -85,6 +152,7 @@ void SchedulerCore::skipped_step(uint64_t step_id) {
 // recomputed, its prefix-cache registrations abandoned.
 void SchedulerCore::doom_step(const InFlight& f) {
   abandon_.push_back(f.step_id);
+  preempt_fork_groups(f);
   for (RequestId id : f.groups) {
     auto it = groups_.find(id);
     if (it == groups_.end() || it->second->all_finished()) continue;
@@ -163,6 +231,13 @@ void SchedulerCore::cancel_group(RequestId id) {
   for (Sequence& s : g.seqs) finish_seq(g, s, FinishReason::abort);
   retire_finished();
   flush_local();
+}
+
+void SchedulerCore::fail_group(RequestId id, const std::string& message) {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return;
+  for (Sequence& s : it->second->seqs) finish_seq(*it->second, s, FinishReason::error, message);
+  retire_finished();
 }
 
 void SchedulerCore::cancel_all() {

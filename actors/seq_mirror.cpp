@@ -15,18 +15,31 @@ void SeqMirror::release(const StepPlan& plan) {
   for (SeqId s : plan.releases) drop(s);
 }
 
-Result<void> SeqMirror::begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& tokens) {
+void SeqMirror::begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& tokens,
+                      std::vector<uint8_t>& bad, std::vector<SeqError>& errors) {
   // Forks first: a release in the same plan may name a fork's parent (its
   // group ended after the fork was booked).
   for (const SeqForkOp& f : plan.pre_forks) {
-    if (auto ok = fork(f); !ok) return ok;
+    if (auto ok = fork(f); !ok) {
+      drop(f.child);
+      errors.push_back({f.child, ok.error().message});
+    }
   }
   release(plan);
   tokens.resize(plan.entries.size());
+  bad.assign(plan.entries.size(), 0);
   for (size_t i = 0; i < plan.entries.size(); ++i) {
-    if (auto ok = apply_entry(plan.entries[i], tokens[i]); !ok) return ok;
+    if (auto ok = apply_entry(plan.entries[i], tokens[i]); !ok) {
+      drop(plan.entries[i].seq);
+      tokens[i].clear();
+      bad[i] = 1;
+      errors.push_back({plan.entries[i].seq, ok.error().message});
+    }
   }
-  return {};
+}
+
+void SeqMirror::clear() {
+  while (!seqs_.empty()) drop(seqs_.begin()->first);
 }
 
 Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens) {
@@ -77,11 +90,13 @@ Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& to
   return {};
 }
 
-Result<void> SeqMirror::forks(const StepPlan& plan) {
+void SeqMirror::forks(const StepPlan& plan, std::vector<SeqError>& errors) {
   for (const SeqForkOp& f : plan.forks) {
-    if (auto ok = fork(f); !ok) return ok;
+    if (auto ok = fork(f); !ok) {
+      drop(f.child);
+      errors.push_back({f.child, ok.error().message});
+    }
   }
-  return {};
 }
 
 Result<void> SeqMirror::fork(const SeqForkOp& f) {

@@ -8,7 +8,8 @@
 // A step is applied in three calls, in plan order:
 //   begin(plan)   pre_forks, releases, then each entry: table delta, token
 //                 count, resolved ids (known ids + placeholders); every
-//                 check is O(delta) and an Error leaves the rest unapplied;
+//                 check is O(delta); a sequence that fails one is dropped
+//                 and reported, the others go on;
 //   forks(plan)   the post-entry forks (children copy the parent's state);
 //   record(plan, sampled)  the sampled ids, one per plan sample.
 // A Listener (the executor) mirrors table changes into device memory.
@@ -51,13 +52,22 @@ class SeqMirror {
   SeqMirror(int32_t num_blocks, int32_t block_size, Listener* listener = nullptr)
       : num_blocks_(num_blocks), block_size_(block_size), listener_(listener) {}
 
-  // Fills tokens[e] with the ids entry e computes this step.
-  Result<void> begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& tokens);
-  Result<void> forks(const StepPlan& plan);
+  // Fills tokens[e] with the ids entry e computes this step. A pre-fork or
+  // an entry its sequence cannot serve (a mismatch with the plan, a row the
+  // listener cannot give) fails alone: the sequence is dropped, the error
+  // is added to `errors` and bad[e] is set (for a pre-fork: the child is
+  // dropped and named in `errors`); the rest is applied.
+  void begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& tokens,
+             std::vector<uint8_t>& bad, std::vector<SeqError>& errors);
+  // A fork that fails drops its child and names it in `errors`.
+  void forks(const StepPlan& plan, std::vector<SeqError>& errors);
   void record(const StepPlan& plan, std::span<const TokenId> sampled);
   // Only the releases (a skipped plan still releases what it names).
   void release(const StepPlan& plan);
 
+  // Drops one sequence (a row that failed: later plans naming it fail alone).
+  void erase(SeqId seq) { drop(seq); }
+  void clear();  // drops every sequence (the executor starts over)
   const MirroredSeq* find(SeqId seq) const;
   MirroredSeq* find(SeqId seq);  // the listener's fields (row, history_uploaded) change
   size_t size() const { return seqs_.size(); }

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "actors/block_manager.hpp"
@@ -88,10 +89,19 @@ struct SampleOutput {
   std::vector<float> top_logprobs;
 };
 
+// One row that failed alone (its mirror disagreed with the plan, its logits
+// were not finite, its sampled id fell outside the vocabulary): its group
+// ends with `error`; the rest of the step counts.
+struct SeqError {
+  SeqId seq = 0;
+  std::string error;
+};
+
 struct StepResult {
   uint64_t step_id = 0;
   bool skipped = false;               // planned on a failed step: nothing ran
-  std::vector<SampleOutput> samples;  // one per plan sample, same order
+  std::vector<SampleOutput> samples;  // one per plan sample, same order (token -1: failed row)
+  std::vector<SeqError> errors;       // rows that failed alone (usually empty)
 };
 
 }  // namespace pagoda::actors

@@ -3,7 +3,8 @@
 //   GET  /v1/models, GET /v1/models/{id}
 //   POST /tokenize   {prompt | messages, add_special_tokens?, model?} -> {count, max_model_len, tokens}
 //   POST /detokenize {tokens, model?} -> {prompt}
-//   GET  /health     200 {} when ready, 503 while loading or shutting down
+//   GET  /health     200 {"status":"serving", restarts} when ready, 503 while loading,
+//                    shutting down, recovering from a lost actor, or failed
 //   GET  /metrics    Prometheus text (metrics_text)
 // A known path with another method is a 405 with an Allow header. Every
 // 4xx this handler answers counts in ServerContext::requests_rejected (the
@@ -255,9 +256,25 @@ class ApiRoutes : public HttpHandler {
     responder.respond(200, kJson, w.take());
   }
 
+  // 200 while the engine serves; 503 while it loads, shuts down, replaces a
+  // lost actor (recovering) or after a replacement failed (failed). The
+  // body names the state and the actor restarts so far.
   void health(Responder& responder) {
     if (auto e = unavailable()) return responder.respond(503, kJson, error_json(*e));
-    responder.respond(200, kJson, "{}");
+    const actors::EngineHealth h = context_->engine->health();
+    if (h.state != actors::EngineState::serving) {
+      const std::string state = actors::engine_state_name(h.state);
+      ApiError e{503, "the engine is " + state + (h.detail.empty() ? "" : ": " + h.detail), {},
+                 "engine_" + state};
+      return responder.respond(503, kJson, error_json(e));
+    }
+    JsonWriter w;
+    w.begin_object()
+        .key("status").value(actors::engine_state_name(h.state))
+        .key("executor_restarts").value(h.executor_restarts)
+        .key("block_manager_restarts").value(h.block_manager_restarts)
+        .end_object();
+    responder.respond(200, kJson, w.take());
   }
 
   void metrics(Responder& responder) {

@@ -191,7 +191,7 @@ TEST_F(ApiRoutesTest, ModelsTokenizeDetokenize) {
 TEST_F(ApiRoutesTest, HealthAndMetrics) {
   Answer h = call("GET", "/health");
   EXPECT_EQ(h.status, 200);
-  EXPECT_EQ(h.body, "{}");
+  EXPECT_EQ(h.body, R"({"status":"serving","executor_restarts":0,"block_manager_restarts":0})");
   context_->ready = false;
   EXPECT_EQ(call("GET", "/health").status, 503);
   EXPECT_EQ(post("/v1/completions", R"({"prompt":"hi"})").status, 503);

@@ -2,7 +2,10 @@
 // right behind their submits are never lost; a step that fails ends only the
 // groups in it (waiting groups finish with the same greedy tokens as alone,
 // and the prefix cache survives); a step that hangs past the timeout ends
-// its groups with a clear error instead of hanging. Every block returns.
+// its groups with a clear error instead of hanging; a step's deadline counts
+// from its start (a plan queued one step ahead does not inherit the run
+// time of the step before it). Every block returns. Supervision (actors
+// that die or hang): engine_supervision_test.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -217,7 +220,8 @@ TEST(EngineFaults, AHungStepTimesOutInsteadOfHanging) {
   EXPECT_LT(waited, 3.5 * scale);  // the timeout (1 s), not the 4 s hang
   EXPECT_EQ(victim->finish(), FinishReason::error);  // it had streamed a token
   EXPECT_GE((*e)->stats().timed_out_steps, 1u);
-  // Plans sent while the executor still hangs would time out too: wait it out.
+  EXPECT_EQ((*e)->health().executor_restarts, 1u);  // the hung executor was replaced
+  // (engine_supervision_test serves while it still hangs; here: after.)
   std::this_thread::sleep_until(t0 + std::chrono::milliseconds(int64_t(4500 * scale)));
   const std::vector<int32_t> p = prompt(25, 5);
   auto r = (*e)->generate({ids_request(p, 10)});
@@ -248,6 +252,35 @@ TEST(EngineFaults, StepsWithinTheTimeoutNeverTimeOut) {
   EXPECT_TRUE(r[0].error.empty()) << r[0].error;
   EXPECT_EQ(r[0].samples[0].token_ids.size(), 24u);
   EXPECT_EQ((*e)->stats().timed_out_steps, 0u);
+  expect_blocks_back(**e);
+}
+
+// A step's deadline counts from its start, not from when its plan was sent:
+// one step ahead, a plan waits in the executor's mailbox while the step
+// before it runs. Steps of 0.6 x the timeout (each within it, two together
+// beyond it) never time out, in either mode. (Before the fix, one step
+// ahead, the second step inherited the first one's run time and timed out
+// at 1.2 x the timeout; lockstep passed.)
+TEST(EngineFaults, StepsLongerThanHalfTheTimeoutNeverTimeOut) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  EngineOptions o = fault_options(path);
+  const double scale = pagoda::test::deadline_scale();
+  o.step_timeout_s = 1.0 * scale;
+  o.fault_injector = [scale](uint64_t) {
+    StepFault f;
+    f.delay_s = 0.6 * scale;
+    return f;
+  };
+  auto e = Engine::start(o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = (*e)->generate({ids_request(prompt(30, 7), 6)});
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GT(took, 3 * o.step_timeout_s);  // 6 steps of 0.6 x the timeout, back to back
+  EXPECT_TRUE(r[0].error.empty()) << r[0].error;
+  EXPECT_EQ(r[0].samples[0].token_ids.size(), 6u);
+  EXPECT_EQ((*e)->stats().timed_out_steps, 0u);
+  EXPECT_EQ((*e)->health().executor_restarts, 0u);
   expect_blocks_back(**e);
 }
 

@@ -27,8 +27,9 @@ class FakeKvCache {
       : bs_(block_size), kv_(size_t(num_blocks) * size_t(block_size), -1), mirror_(num_blocks, block_size) {}
 
   void write(const StepPlan& plan) {
-    auto ok = mirror_.begin(plan, tokens_);
-    ASSERT_TRUE(ok.ok()) << ok.error().message;
+    std::vector<SeqError> errors;
+    mirror_.begin(plan, tokens_, bad_, errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].error;
     for (const BlockCopy& c : plan.copies) {
       std::copy_n(kv_.begin() + c.src * bs_, bs_, kv_.begin() + c.dst * bs_);
     }
@@ -36,8 +37,8 @@ class FakeKvCache {
       const PlanEntry& e = plan.entries[i];
       for (size_t k = 0; k < tokens_[i].size(); ++k) at(e.seq, e.num_cached + int32_t(k)) = tokens_[i][k];
     }
-    auto forked = mirror_.forks(plan);
-    ASSERT_TRUE(forked.ok()) << forked.error().message;
+    mirror_.forks(plan, errors);
+    ASSERT_TRUE(errors.empty()) << errors[0].error;
   }
 
   std::vector<TokenId> context(const StepPlan& plan, const PlanSample& s) {
@@ -66,6 +67,7 @@ class FakeKvCache {
   std::vector<TokenId> kv_;
   SeqMirror mirror_;
   std::vector<std::vector<TokenId>> tokens_;
+  std::vector<uint8_t> bad_;
 };
 
 }  // namespace pagoda::actors::test
