@@ -28,7 +28,9 @@
 
 #include "actors/block_manager.hpp"
 #include "actors/executor.hpp"
+#include "actors/fair_share.hpp"
 #include "actors/sampling_options.hpp"
+#include "actors/scheduling_policy.hpp"
 #include "actors/sequence.hpp"
 #include "gpu/backend.hpp"
 #include "gpu/result.hpp"
@@ -62,6 +64,10 @@ struct EngineOptions : ExecutorOptions {
   // A step the executor has not answered after this many seconds ends its
   // groups with an error (0: wait forever).
   double step_timeout_s = 300.0;
+  // Admission order (actors/scheduling_policy.hpp) and the fair policy's
+  // token weights and client shares (actors/fair_share.hpp).
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::fair;
+  FairShareConfig fair_share;
   // Tests: consulted by the executor actor before each plan it runs.
   std::function<StepFault(uint64_t nth_plan)> fault_injector;
 };
