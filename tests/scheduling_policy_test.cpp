@@ -132,8 +132,8 @@ TEST(SchedulingPolicy, PriorityRunsTheLowerValueFirstFcfsWithinAValue) {
   EXPECT_EQ(ids, (std::vector<RequestId>{5, 2, 4, 3, 1}));
 }
 
-// 16 blocks of 4: a low-priority group (value 10) holds most of the pool when
-// an urgent one (value 0) arrives that does not fit. priority: the low one is
+// 16 blocks of 4: a low-priority group (value 10) holds 11 blocks when an
+// urgent one (value 0) arrives that needs 6. priority: the low one is
 // preempted and the urgent one finishes first; fcfs: it waits.
 struct PreemptOutcome {
   uint64_t preemptions = 0;
@@ -144,7 +144,7 @@ PreemptOutcome urgent_arrives(SchedulingPolicy policy) {
   rig.add(1, 40, 16, "x", 10);
   rig.step();
   rig.step();
-  rig.add(2, 20, 4, "x", 0);
+  rig.add(2, 24, 4, "x", 0);  // 6 blocks; 5 are free
   rig.run_all();
   EXPECT_EQ(rig.tokens.at(1), 16);  // the victim still produces all its tokens
   EXPECT_EQ(rig.tokens.at(2), 4);
@@ -166,8 +166,9 @@ TEST(SchedulingPolicy, PriorityNeverPreemptsAnEqualOrSmallerValue) {
   Rig rig(SchedulingPolicy::priority, 16, 4, 8);
   rig.add(1, 40, 16, "x", 0);
   rig.step();
-  rig.add(2, 20, 4, "x", 0);  // same value: waits
-  rig.add(3, 20, 8, "x", 7);  // larger value: waits
+  rig.step();                 // 1 holds 11 blocks
+  rig.add(2, 24, 4, "x", 0);  // same value: waits (6 blocks; 5 are free)
+  rig.add(3, 24, 8, "x", 7);  // larger value: waits
   rig.run_all();
   EXPECT_EQ(rig.core->stats().preemptions, 0u);
   EXPECT_LT(rig.done.at(1), rig.done.at(2));
