@@ -33,7 +33,9 @@
 
 #include "actors/block_manager.hpp"
 #include "actors/executor.hpp"
+#include "actors/fair_share.hpp"
 #include "actors/sampling_options.hpp"
+#include "actors/scheduling_policy.hpp"
 #include "actors/sequence.hpp"
 #include "gpu/backend.hpp"
 #include "gpu/result.hpp"
@@ -77,6 +79,10 @@ struct EngineOptions : ExecutorOptions {
   // A step the executor has not answered after this many seconds ends its
   // groups with an error (0: wait forever).
   double step_timeout_s = 300.0;
+  // Admission order (actors/scheduling_policy.hpp) and the fair policy's
+  // token weights and client shares (actors/fair_share.hpp).
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::fair;
+  FairShareConfig fair_share;
   // Tests: consulted by the executor actor before each plan it runs (nth
   // counts over every executor the engine ever ran).
   std::function<StepFault(uint64_t nth_plan)> fault_injector;

@@ -22,6 +22,11 @@
 //    early_stopping: stop once beam_width hypotheses are finished (true), or
 //    keep going while a live beam could still beat the worst kept one (false).
 //    Beam search ignores logprobs and the penalties, and takes no stop strings.
+//  - priority, client: scheduling, not sampling (actors/scheduling_policy.hpp).
+//    priority: lower is admitted first under the `priority` policy (vLLM's
+//    meaning), FCFS within a value. client: the key fair sharing counts
+//    service under (the request's `user`, else its address; empty: one
+//    anonymous client). Neither changes the output.
 // A plain value; thread-safe to copy.
 #pragma once
 
@@ -55,6 +60,8 @@ struct SamplingOptions {
   int32_t beam_width = 0;      // 0: sampling; > 0: beam search (at most kMaxBeamWidth)
   float length_penalty = 1.0f;
   bool early_stopping = true;
+  int32_t priority = 0;
+  std::string client;
 
   // The seed of sample i (requires seed to hold a value): seed itself for
   // sample 0, a fixed mix of (seed, i) for the others.

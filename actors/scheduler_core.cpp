@@ -6,7 +6,8 @@
 
 namespace pagoda::actors {
 
-SchedulerCore::SchedulerCore(SchedulerConfig config) : config_(std::move(config)) {
+SchedulerCore::SchedulerCore(SchedulerConfig config)
+    : config_(std::move(config)), fair_(config_.fair) {
   config_.max_in_flight = std::clamp(config_.max_in_flight, 1, 2);
 }
 
@@ -43,8 +44,11 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
     s.seed = options.seed_for(i);
     seq_index_[s.id] = {g.get(), i};
   }
-  waiting_.push_back(g.get());
+  g->arrival = next_arrival_++;
+  GroupPtr raw = g.get();
   groups_[id] = std::move(g);
+  fair_.start(raw->options.client);
+  enqueue(raw, /*front=*/false);
   return {};
 }
 
@@ -97,6 +101,7 @@ BookingRequest SchedulerCore::prepare() {
   r.step_id = ++step_id_;
   booking_ = true;
   book_again_ = false;
+  preempt_for_priority();  // its frees ride on this booking
   take_outbox(r);
   r.budget = config_.max_num_batched_tokens;
   r.max_num_seqs = config_.max_num_seqs;
@@ -152,7 +157,7 @@ void SchedulerCore::prepare_running(BookingRequest& r) {
 
 void SchedulerCore::prepare_waiting(BookingRequest& r) {
   int32_t slots = running_seq_slots();
-  for (GroupPtr g : waiting_) {
+  for (GroupPtr g : waiting_order()) {
     std::vector<Sequence*> live = live_seqs(*g);
     if (live.empty()) continue;
     if (slots + seq_slots(*g) > config_.max_num_seqs ||

@@ -9,7 +9,8 @@
 //      group is preempted (blocks freed, num_computed = 0, re-queued at the
 //      FRONT of the waiting queue; its output is kept and recomputed as part
 //      of the prompt later), repeatedly, the group itself last;
-//   2. when nothing was preempted, waiting groups are admitted FCFS while the
+//   2. when nothing was preempted, waiting groups are admitted in the order
+//      of SchedulerConfig::policy (below; FCFS by default) while the
 //      BlockManager can allocate their whole prompt (can_allocate == ok), the
 //      sequence limit holds and tokens are left in the budget; a prompt larger
 //      than the cache can ever hold finishes its group with `error`. A long
@@ -20,6 +21,16 @@
 // is scheduled; all n sample from that chunk's last row with their own seeds.
 // Sampling is deterministic per sequence: seed = options.seed_for(index),
 // step = output length.
+//
+// Policies (actors/scheduling_policy.hpp; scheduler_core_admission.cpp):
+// fcfs is the above. fair orders the waiting candidates with the Virtual
+// Token Counter (fair_share()): client = options.client; a group's prompt
+// is charged once, at its first admission; every sampled token is charged
+// as output. priority orders waiting candidates and running groups by
+// (options.priority, arrival), so the booker's victims (the tail) are the
+// largest values; before booking, when the best waiting group would not fit
+// by the last booking's block counts (or the sequence limit), running groups
+// of a strictly larger value are preempted from the tail until it would.
 //
 // Beam search (options.beam_width = k > 0; scheduler_core_beam.cpp): the
 // group counts k toward max_num_seqs from admission on. Its prompt is
@@ -87,6 +98,8 @@
 #include "actors/beam_search.hpp"
 #include "actors/block_booking.hpp"
 #include "actors/block_manager.hpp"
+#include "actors/fair_share.hpp"
+#include "actors/scheduling_policy.hpp"
 #include "actors/sequence.hpp"
 #include "actors/step_plan.hpp"
 
@@ -98,6 +111,8 @@ struct SchedulerConfig {
   int32_t max_model_len = 2048;          // prompt + output tokens per sequence
   std::vector<TokenId> eos_token_ids;
   int32_t max_in_flight = 1;             // 2: schedule one step ahead
+  SchedulingPolicy policy = SchedulingPolicy::fcfs;
+  FairShareConfig fair;                  // policy == fair
 };
 
 // What happened to one sequence: a new token, a finish, or both.
@@ -189,6 +204,8 @@ class SchedulerCore {
   const BlockManager& block_manager() const { return local_->manager(); }
   const BlockBooker& booker() const { return *local_; }
   const SchedulerConfig& config() const { return config_; }
+  // The virtual token counters (kept under every policy; only `fair` orders by them).
+  const FairShare& fair_share() const { return fair_; }
 
  private:
   using GroupPtr = SequenceGroup*;
@@ -219,6 +236,14 @@ class SchedulerCore {
   void prepare_running(BookingRequest& r);
   void prepare_group(SequenceGroup& g, GroupAppend& a);
   void prepare_waiting(BookingRequest& r);
+  // Admission order (scheduler_core_admission.cpp).
+  std::vector<GroupPtr> waiting_order() const;
+  void enqueue(GroupPtr g, bool front);
+  void unqueue(GroupPtr g);
+  void insert_running(GroupPtr g);
+  void preempt_for_priority();
+  int64_t blocks_to_admit(const SequenceGroup& g) const;
+  int64_t blocks_held(const SequenceGroup& g) const;
   void take_outbox(BookingRequest& r);
   void commit_running(const BookingReply& reply, StepPlan& plan);
   void commit_admitted(const BookingReply& reply, StepPlan& plan);
@@ -267,6 +292,8 @@ class SchedulerCore {
   bool booking_ = false, book_again_ = false;
   BlockStats block_stats_;
   SeqId next_seq_id_ = 1;
+  uint64_t next_arrival_ = 0;
+  FairShare fair_;
   uint64_t step_id_ = 0;
   uint64_t steps_ = 0;
   uint64_t preemptions_ = 0, tokens_generated_ = 0;

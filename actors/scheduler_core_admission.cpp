@@ -1,6 +1,7 @@
 // SchedulerCore, the booked half of a step: turning a BookingReply into the
 // plan (running groups, admissions, forks), preemption and groups that can
-// never fit (see scheduler_core.hpp).
+// never fit; and the admission order of the scheduling policies (fcfs, fair,
+// priority; see scheduler_core.hpp).
 #include <algorithm>
 
 #include "actors/scheduler_core.hpp"
@@ -19,9 +20,13 @@ void SchedulerCore::commit_admitted(const BookingReply& reply, StepPlan& plan) {
     auto it = groups_.find(gb.group);
     if (it == groups_.end()) continue;
     SequenceGroup& g = *it->second;
-    std::erase(waiting_, &g);
+    unqueue(&g);
     if (g.all_finished()) continue;  // a failure in this booking ended it
-    running_.push_back(&g);
+    if (!g.charged) {
+      fair_.charge_prompt(g.options.client, g.seqs[0].prompt_len);
+      g.charged = true;
+    }
+    insert_running(&g);
     commit_group(g, gb, /*fresh=*/true, plan);
   }
 }
@@ -132,7 +137,7 @@ void SchedulerCore::add_sample(const SequenceGroup& g, Sequence& s, int32_t entr
 }
 
 void SchedulerCore::finish_never_fit(SequenceGroup& g) {
-  std::erase(waiting_, &g);
+  unqueue(&g);
   // A preempted group that has outgrown the whole cache keeps what it
   // generated and ends as if its length limit were reached; one that never
   // produced a token is an error.
@@ -165,8 +170,119 @@ void SchedulerCore::preempt(SequenceGroup& g) {
   ++g.num_preemptions;
   ++preemptions_;
   std::erase(running_, &g);
-  std::erase(waiting_, &g);
-  waiting_.push_front(&g);
+  unqueue(&g);
+  enqueue(&g, /*front=*/true);
+}
+
+// The waiting groups in the order the policy admits them.
+std::vector<SchedulerCore::GroupPtr> SchedulerCore::waiting_order() const {
+  std::vector<GroupPtr> out(waiting_.begin(), waiting_.end());
+  switch (config_.policy) {
+    case SchedulingPolicy::fcfs:
+      return out;
+    case SchedulingPolicy::priority:
+      std::stable_sort(out.begin(), out.end(), [](GroupPtr a, GroupPtr b) {
+        if (a->options.priority != b->options.priority) return a->options.priority < b->options.priority;
+        return a->arrival < b->arrival;
+      });
+      return out;
+    case SchedulingPolicy::fair: {
+      std::vector<FairShare::Candidate> queue;
+      queue.reserve(out.size());
+      for (GroupPtr g : out) {
+        queue.push_back({&g->options.client, int64_t(g->seqs[0].prompt_len), g->charged});
+      }
+      std::vector<GroupPtr> ordered;
+      ordered.reserve(out.size());
+      for (size_t i : fair_.order(queue, queue.size())) ordered.push_back(out[i]);
+      return ordered;
+    }
+  }
+  return out;
+}
+
+// Every change of waiting_ goes through these two, so that the counters
+// know which clients are backlogged.
+void SchedulerCore::enqueue(GroupPtr g, bool front) {
+  if (front) {
+    waiting_.push_front(g);
+  } else {
+    waiting_.push_back(g);
+  }
+  fair_.arrive(g->options.client, /*lift=*/!front);  // front: a preempted group
+}
+
+void SchedulerCore::unqueue(GroupPtr g) {
+  if (std::erase(waiting_, g) > 0) fair_.leave(g->options.client);
+}
+
+// priority: after every running group of a value <= g's (admission order
+// within a value); otherwise at the back.
+void SchedulerCore::insert_running(GroupPtr g) {
+  if (config_.policy != SchedulingPolicy::priority) {
+    running_.push_back(g);
+    return;
+  }
+  auto at = std::find_if(running_.begin(), running_.end(), [g](GroupPtr r) {
+    return r->options.priority > g->options.priority;
+  });
+  running_.insert(at, g);
+}
+
+namespace {
+int64_t ceil_blocks(int64_t tokens, int32_t bs) { return (tokens + bs - 1) / bs; }
+}  // namespace
+
+// What admitting g allocates at most (no prefix hits), as the booker counts it.
+int64_t SchedulerCore::blocks_to_admit(const SequenceGroup& g) const {
+  int64_t need = 0;
+  for (const Sequence& s : g.seqs) {
+    if (s.finished()) continue;
+    need += ceil_blocks(int64_t(s.tokens.size()) + 1, block_stats_.block_size);
+    if (!g.forked) break;  // the leader alone before the fork
+  }
+  return need;
+}
+
+// About what preempting g frees (blocks shared between its sequences count
+// for each).
+int64_t SchedulerCore::blocks_held(const SequenceGroup& g) const {
+  int64_t held = 0;
+  for (const Sequence& s : g.seqs) {
+    if (!s.finished()) held += ceil_blocks(s.num_scheduled, block_stats_.block_size);
+  }
+  return held;
+}
+
+// priority: the best waiting group takes the place of running groups of a
+// larger value when, by the last booking's counts, it would not fit. The
+// estimate ignores prefix hits and frees still in the outbox, so it may
+// preempt one group more than needed; the victims are recomputed later.
+void SchedulerCore::preempt_for_priority() {
+  if (config_.policy != SchedulingPolicy::priority || waiting_.empty() || running_.empty() ||
+      block_stats_.block_size <= 0) {
+    return;
+  }
+  GroupPtr best = nullptr;
+  for (GroupPtr g : waiting_order()) {
+    if (!g->all_finished() && !g->cancel_requested) {
+      best = g;
+      break;
+    }
+  }
+  if (best == nullptr) return;
+  const int64_t need = blocks_to_admit(*best);
+  if (need > int64_t(block_stats_.total) - block_stats_.watermark) return;  // never fits: the booker says so
+  int64_t available = int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
+  int32_t slots = running_seq_slots();
+  while (!running_.empty()) {
+    if (need <= available && slots + seq_slots(*best) <= config_.max_num_seqs) return;
+    GroupPtr victim = running_.back();
+    if (victim->options.priority <= best->options.priority) return;
+    available += blocks_held(*victim);
+    slots -= seq_slots(*victim);
+    preempt(*victim);
+  }
 }
 
 void SchedulerCore::release_seq(SeqId id) {

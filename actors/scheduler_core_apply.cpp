@@ -168,6 +168,7 @@ void SchedulerCore::on_token(SequenceGroup& g, Sequence& s, const SampleOutput& 
   const int32_t pos = int32_t(s.tokens.size()) - 1;
   if (pos < s.num_scheduled) commits_.push_back({s.id, pos, out.token});  // booked as pending
   ++tokens_generated_;
+  fair_.charge_output(g.options.client, 1);
   SeqEvent ev;
   ev.request = g.id;
   ev.index = s.index;
@@ -266,7 +267,8 @@ void SchedulerCore::retire_finished() {
       continue;
     }
     std::erase(running_, g);
-    std::erase(waiting_, g);
+    unqueue(g);
+    fair_.finish(g->options.client);
     for (const Sequence& s : g->seqs) seq_index_.erase(s.id);
     SeqEvent ev;
     ev.request = g->id;

@@ -50,6 +50,7 @@ void SchedulerCore::store_beam_sample(SequenceGroup& g, const Sequence& s, const
 void SchedulerCore::beam_step(SequenceGroup& g) {
   BeamState& b = *g.beam;
   tokens_generated_ += b.pending.size();  // one row sampled per live beam
+  fair_.charge_output(g.options.client, int64_t(b.pending.size()));
   Result<std::vector<int32_t>> parents = b.search.step(b.pending);
   if (!parents) {
     for (Sequence& s : g.seqs) finish_seq(g, s, FinishReason::error, parents.error().message);

@@ -84,6 +84,8 @@ struct SequenceGroup {
   int32_t num_preemptions = 0;
   bool cancel_requested = false;
   std::shared_ptr<BeamState> beam;   // beam search only
+  uint64_t arrival = 0;              // order of add_group (FCFS within a priority or client)
+  bool charged = false;              // fair sharing: its prompt was charged (first admission)
 
   // Sequences that take part in scheduling: the leader before the fork,
   // afterwards every unfinished one.

@@ -128,6 +128,7 @@ class ApiRoutes : public HttpHandler {
                                                    settings);
     sink->hold(std::move(ticket));
     sink->begin();
+    req.generate.sampling.client = fair_share_client(req.generate.sampling.client, request.client);
     actors::RequestHandle handle = context_->engine->submit(std::move(req.generate), sink);
     responder->on_close([handle]() mutable { handle.cancel(); });
   }

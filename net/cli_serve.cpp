@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -48,7 +49,31 @@ struct ServeArgs {
   std::string engines;  // serve: remote engine nodes instead of an in-process engine
   std::string listen;   // engine: where the node's entry actor is published
   actors::RouterConfig router;
+  std::string scheduling_policy = "fair";
+  double fair_prompt_weight = 1.0, fair_output_weight = 2.0;
+  std::vector<std::string> client_weights;  // CLIENT=WEIGHT
 };
+
+// --client-weight CLIENT=WEIGHT entries into the fair policy's shares.
+Result<void> parse_client_weights(const std::vector<std::string>& entries, actors::FairShareConfig& c) {
+  for (const std::string& e : entries) {
+    const size_t eq = e.rfind('=');
+    double w = 0.0;
+    if (eq == std::string::npos || eq == 0) {
+      return make_error("--client-weight takes CLIENT=WEIGHT (got '" + e + "')");
+    }
+    try {
+      size_t used = 0;
+      w = std::stod(e.substr(eq + 1), &used);
+      if (used != e.size() - eq - 1) w = 0.0;
+    } catch (const std::exception&) {
+      w = 0.0;
+    }
+    if (!(w > 0.0) || !std::isfinite(w)) return make_error("--client-weight: the weight must be > 0 (got '" + e + "')");
+    c.client_weights[e.substr(0, eq)] = w;
+  }
+  return {};
+}
 
 // <repo>/web: next to the binary's parent (build/pagoda -> ./web), or under
 // the working directory. Empty when none has an index.html.
@@ -87,6 +112,13 @@ Result<actors::EngineOptions> engine_options(const ServeArgs& a) {
   o.max_num_batched_tokens = a.max_num_batched_tokens;
   o.max_model_len = a.max_model_len;
   apply_engine_runtime_options(a.runtime, o);
+  o.scheduling_policy = *actors::parse_scheduling_policy(a.scheduling_policy);  // CLI11 checked the names
+  o.fair_share.prompt_weight = a.fair_prompt_weight;
+  o.fair_share.output_weight = a.fair_output_weight;
+  if (!(a.fair_prompt_weight >= 0.0) || !(a.fair_output_weight >= 0.0)) {
+    return make_error("--fair-prompt-weight and --fair-output-weight must be >= 0");
+  }
+  if (auto ok = parse_client_weights(a.client_weights, o.fair_share); !ok) return ok.error();
   return o;
 }
 
@@ -181,7 +213,8 @@ void add_limit_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--idle-timeout", a.idle_timeout_s, "Seconds an idle connection stays open");
   cmd->add_option("--header-timeout", a.header_timeout_s, "Seconds a request may take to arrive");
   cmd->add_option("--max-requests-per-client", s.max_requests_per_client,
-                  "Generate requests in flight per client address, all connections together (0: no cap)");
+                  "Opt-in hard cap: generate requests in flight per client address, all connections "
+                  "together (default 0: no cap; the scheduling policy shares the slots)");
   cmd->add_option("--max-waiting", s.max_waiting,
                   "Requests waiting in the engine at which new ones get 429 overloaded (0: no cap)");
   cmd->add_option("--max-response-bytes", s.max_response_bytes, "Largest non-streamed completion body");
@@ -222,6 +255,15 @@ void add_server_options(CLI::App* cmd, ServeArgs* a) {
   cmd->add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Tokens per step at most");
   cmd->add_option("--max-model-len", a->max_model_len, "Context length (0: the model's)");
   add_limit_options(cmd, *a);
+  cmd->add_option("--scheduling-policy", a->scheduling_policy,
+                  "Admission order: fcfs, fair (per-client virtual token counters; default) or priority "
+                  "(the request's `priority`, lower first; may preempt larger values)")
+      ->check(CLI::IsMember({"fcfs", "fair", "priority"}));
+  cmd->add_option("--fair-prompt-weight", a->fair_prompt_weight, "fair: service charged per prompt token");
+  cmd->add_option("--fair-output-weight", a->fair_output_weight, "fair: service charged per generated token");
+  cmd->add_option("--client-weight", a->client_weights,
+                  "fair: CLIENT=WEIGHT, the client's share (repeatable; CLIENT is user:NAME from the "
+                  "request's `user`, or addr:IP; default 1)");
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 
 namespace pagoda::net {
 
+std::string fair_share_client(const std::string& user_client, const std::string& address) {
+  return user_client.empty() ? "addr:" + address : user_client;
+}
+
 ClientLimits::ClientLimits() : state_(std::make_shared<State>()) {}
 
 ClientLimits::Ticket ClientLimits::acquire(const std::string& client, int32_t max) {

@@ -1,6 +1,9 @@
 // ClientLimits: how many generate requests each client (remote address) has
-// in flight, across all its connections, so that one client cannot take
-// every scheduler slot (ServerOptions::max_requests_per_client).
+// in flight, across all its connections: the opt-in hard cap
+// ServerOptions::max_requests_per_client (off by default: the engine's
+// scheduling policy shares the slots, actors/scheduling_policy.hpp).
+// fair_share_client() names the client a request's service is counted
+// under for the `fair` policy.
 //
 // acquire() returns a ticket, or null when the client is at `max`; the count
 // drops when the last copy of the ticket is destroyed (the request's sink
@@ -15,6 +18,11 @@
 #include <unordered_map>
 
 namespace pagoda::net {
+
+// The fair-share key of a request: `user_client` (SamplingOptions::client as
+// the JSON reader set it from `user`: "user:NAME") when not empty, else
+// "addr:" + the peer's address. Pure.
+std::string fair_share_client(const std::string& user_client, const std::string& address);
 
 class ClientLimits {
  public:

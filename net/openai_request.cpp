@@ -13,7 +13,7 @@ namespace {
 using simdjson::dom::element;
 using simdjson::dom::element_type;
 
-constexpr std::string_view kIgnoredFields[] = {"user", "metadata", "store", "service_tier",
+constexpr std::string_view kIgnoredFields[] = {"metadata", "store", "service_tier",
                                                "parallel_tool_calls"};
 constexpr std::string_view kCommonFields[] = {"model", "stream", "stream_options", "logit_bias"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "logprobs", "echo", "suffix", "best_of"};

@@ -143,6 +143,7 @@ Result<bool> apply_number_field(std::string_view key, element value, actors::Sam
   if (key == "min_tokens") return store(read_int32(key, value), o.min_tokens);
   if (key == "n") return store(read_int32(key, value), o.n);
   if (key == "beam_width") return store(read_int32(key, value), o.beam_width);
+  if (key == "priority") return store(read_int32(key, value), o.priority);
   if (key == "top_k") {
     auto k = read_int32(key, value);
     if (!k) return k.error();
@@ -160,7 +161,8 @@ Result<bool> apply_sampling_field(std::string_view key, element value, actors::S
   static constexpr std::string_view kNames[] = {
       "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
       "frequency_penalty", "seed", "stop", "stop_token_ids", "max_tokens", "min_tokens",
-      "ignore_eos", "n", "beam_width", "use_beam_search", "length_penalty", "early_stopping"};
+      "ignore_eos", "n", "beam_width", "use_beam_search", "length_penalty", "early_stopping",
+      "priority", "user"};
   bool known = false;
   for (std::string_view name : kNames) known = known || name == key;
   if (!known) return false;
@@ -178,6 +180,15 @@ Result<bool> apply_sampling_field(std::string_view key, element value, actors::S
   if (key == "stop_token_ids") return store(read_id_list(key, value), options.stop_token_ids);
   if (key == "ignore_eos") return store(read_bool(key, value), options.ignore_eos);
   if (key == "early_stopping") return store(read_bool(key, value), options.early_stopping);
+  if (key == "user") {
+    std::string_view user;
+    if (value.get_string().get(user) != simdjson::SUCCESS) return type_error(key, "a string");
+    if (user.size() > kMaxUserBytes) {
+      return make_error("user may be at most " + std::to_string(kMaxUserBytes) + " bytes");
+    }
+    options.client = user.empty() ? std::string() : "user:" + std::string(user);
+    return true;
+  }
   return store(read_bool(key, value), use_beam_search);  // use_beam_search
 }
 

@@ -7,8 +7,11 @@
 // presence_penalty, frequency_penalty, seed, stop (string or array of
 // strings), stop_token_ids, max_tokens, min_tokens, ignore_eos, n,
 // beam_width, use_beam_search (true: beam_width = max(n, 2) unless
-// beam_width is given), length_penalty, early_stopping. A JSON null leaves the
-// default. `logprobs` is API-specific and not read here.
+// beam_width is given), length_penalty, early_stopping; and the scheduling
+// fields priority (an int32, lower first) and user (a string of at most
+// kMaxUserBytes bytes: options.client = "user:" + it, the fair-share key;
+// "" leaves the client to the transport, see net/client_limits.hpp). A JSON
+// null leaves the default. `logprobs` is API-specific and not read here.
 //
 // Request caps (untrusted input; each over-cap value is a 400 naming the
 // field): stop at most kMaxStopStrings strings of at most kMaxStopBytes
@@ -33,6 +36,7 @@ inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopBytes = 256;
 inline constexpr size_t kMaxStopTokenIds = 64;
 inline constexpr int32_t kMaxN = 16;
+inline constexpr size_t kMaxUserBytes = 256;
 
 // Applies `key` when it is a sampling field. Returns true when applied (or
 // null), false when `key` is not a sampling field. Errors name the field and

@@ -31,7 +31,7 @@ struct ServerOptions {
   size_t max_frame_bytes = size_t(1) << 20;  // one WebSocket message
   int32_t max_prompt_tokens = 0;             // 0: the model's context - 1
   int32_t max_requests_per_connection = 16;  // in flight at once
-  int32_t max_requests_per_client = 64;      // in flight at once per client address (0: no cap)
+  int32_t max_requests_per_client = 0;       // in flight at once per client address (0: no cap, the default)
   int32_t max_waiting = 256;                 // engine waiting groups at which new requests get 429 (0: no cap)
   size_t max_response_bytes = size_t(4) << 20;  // a non-streamed completion's body (about)
   int32_t max_connections = 256;

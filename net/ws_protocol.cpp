@@ -272,6 +272,7 @@ class WsProtocol final : public WsHandler {
     actors::GenerateRequest request;
     request.prompt_ids = std::move(prompt_ids);
     request.sampling = g.request.sampling;
+    request.sampling.client = fair_share_client(request.sampling.client, channel_->peer());
     const uint64_t serial = open_->add(g.id);
     channel_->send_text(ws_accepted_frame(g.id, prompt_tokens, request.sampling));
     auto sink =

@@ -52,7 +52,8 @@ TEST(SamplingJson, EveryFieldIsRead) {
   Applied a = apply_all(R"({"temperature":0.5,"top_k":40,"top_p":0.9,"min_p":0.05,
       "repetition_penalty":1.1,"presence_penalty":0.5,"frequency_penalty":-0.5,"seed":1234,
       "stop":["\n\n","END"],"stop_token_ids":[2,7],"max_tokens":64,"min_tokens":3,
-      "ignore_eos":true,"n":3,"length_penalty":0.8,"early_stopping":false,"user":"x"})");
+      "ignore_eos":true,"n":3,"length_penalty":0.8,"early_stopping":false,"user":"x","priority":-4,
+      "metadata":{}})");
   ASSERT_TRUE(a.status) << a.status.error().message;
   const auto& o = a.options;
   EXPECT_FLOAT_EQ(o.temperature, 0.5f);
@@ -73,7 +74,9 @@ TEST(SamplingJson, EveryFieldIsRead) {
   EXPECT_FLOAT_EQ(o.length_penalty, 0.8f);
   EXPECT_FALSE(o.early_stopping);
   EXPECT_EQ(o.beam_width, 0);
-  EXPECT_EQ(a.unknown, (std::vector<std::string>{"user"}));
+  EXPECT_EQ(o.client, "user:x");
+  EXPECT_EQ(o.priority, -4);
+  EXPECT_EQ(a.unknown, (std::vector<std::string>{"metadata"}));
 }
 
 TEST(SamplingJson, StopAsSingleStringAndNullsKeepDefaults) {

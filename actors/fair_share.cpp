@@ -1,0 +1,127 @@
+// FairShare (actors/fair_share.hpp).
+#include "actors/fair_share.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <queue>
+#include <utility>
+
+namespace pagoda::actors {
+
+FairShare::FairShare(FairShareConfig config) : config_(std::move(config)) {}
+
+FairShare::Client& FairShare::at(const std::string& client) { return clients_[client]; }
+
+double FairShare::weight(const std::string& client) const {
+  auto it = config_.client_weights.find(client);
+  return it == config_.client_weights.end() || !(it->second > 0.0) ? 1.0 : it->second;
+}
+
+void FairShare::start(const std::string& client) { at(client).requests++; }
+
+void FairShare::finish(const std::string& client) {
+  auto it = clients_.find(client);
+  if (it == clients_.end()) return;
+  if (it->second.requests > 0) it->second.requests--;
+  maybe_forget(client);
+}
+
+// An idle client whose counter the lift would raise anyway carries nothing
+// worth keeping.
+void FairShare::maybe_forget(const std::string& client) {
+  auto it = clients_.find(client);
+  if (it == clients_.end() || it->second.requests > 0 || it->second.queued > 0) return;
+  const bool crowded = clients_.size() > config_.max_idle_clients;
+  if (!crowded && it->second.counter > lift_floor(client)) return;
+  if (client == last_left_) last_left_counter_ = it->second.counter;
+  clients_.erase(it);
+}
+
+double FairShare::min_backlogged() const {
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& [name, c] : clients_) {
+    if (c.queued > 0) best = std::min(best, c.counter);
+  }
+  return best == std::numeric_limits<double>::infinity() ? 0.0 : best;
+}
+
+// What a client that becomes backlogged now is lifted to.
+double FairShare::lift_floor(const std::string& except) const {
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& [name, c] : clients_) {
+    if (c.queued > 0 && name != except) best = std::min(best, c.counter);
+  }
+  if (best != std::numeric_limits<double>::infinity()) return best;
+  if (last_left_.empty() || last_left_ == except) return last_left_.empty() ? 0.0 : last_left_counter_;
+  auto it = clients_.find(last_left_);
+  return it == clients_.end() ? last_left_counter_ : it->second.counter;
+}
+
+void FairShare::arrive(const std::string& client, bool lift) {
+  Client& c = at(client);
+  if (c.queued == 0 && lift) c.counter = std::max(c.counter, lift_floor(client));
+  c.queued++;
+}
+
+void FairShare::leave(const std::string& client) {
+  auto it = clients_.find(client);
+  if (it == clients_.end() || it->second.queued == 0) return;
+  if (--it->second.queued == 0) {
+    last_left_ = client;
+    last_left_counter_ = it->second.counter;
+  }
+}
+
+double FairShare::prompt_cost(const std::string& client, int64_t tokens) const {
+  return config_.prompt_weight * double(tokens) / weight(client);
+}
+
+void FairShare::charge_prompt(const std::string& client, int64_t tokens) {
+  at(client).counter += prompt_cost(client, tokens);
+}
+
+void FairShare::charge_output(const std::string& client, int64_t tokens) {
+  at(client).counter += config_.output_weight * double(tokens) / weight(client);
+}
+
+double FairShare::counter(const std::string& client) const {
+  auto it = clients_.find(client);
+  return it == clients_.end() ? 0.0 : it->second.counter;
+}
+
+int32_t FairShare::queued(const std::string& client) const {
+  auto it = clients_.find(client);
+  return it == clients_.end() ? 0 : it->second.queued;
+}
+
+std::vector<size_t> FairShare::order(const std::vector<Candidate>& queue, size_t limit) const {
+  // Per client, its requests in queue order; a min-heap of (tentative
+  // counter, head position, client slot).
+  std::unordered_map<std::string_view, size_t> slot;
+  std::vector<std::vector<size_t>> lists;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    auto [it, fresh] = slot.try_emplace(*queue[i].client, lists.size());
+    if (fresh) lists.emplace_back();
+    lists[it->second].push_back(i);
+  }
+  using Head = std::pair<std::pair<double, size_t>, size_t>;
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heap;
+  std::vector<double> tentative(lists.size());
+  std::vector<size_t> next(lists.size(), 0);
+  for (size_t k = 0; k < lists.size(); ++k) {
+    tentative[k] = counter(*queue[lists[k][0]].client);
+    heap.push({{tentative[k], lists[k][0]}, k});
+  }
+  std::vector<size_t> out;
+  while (!heap.empty() && out.size() < limit) {
+    const size_t k = heap.top().second;
+    heap.pop();
+    const Candidate& c = queue[lists[k][next[k]]];
+    out.push_back(lists[k][next[k]]);
+    if (!c.charged) tentative[k] += prompt_cost(*c.client, c.prompt_tokens);
+    if (++next[k] < lists[k].size()) heap.push({{tentative[k], lists[k][next[k]]}, k});
+  }
+  return out;
+}
+
+}  // namespace pagoda::actors

@@ -1,0 +1,196 @@
+// The scheduling policies through SchedulerCore (local booker, an executor
+// that always samples token 1): the order in which groups get their first
+// token and finish under fcfs, fair and priority; priority preemption; and
+// the fair policy's charges. Outputs under preemption are checked against the
+// reference in scheduler_core_test.cpp (SchedulerCore.PoliciesRecompute...).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "actors/scheduler_core.hpp"
+
+namespace pagoda::actors {
+namespace {
+
+struct Rig {
+  std::unique_ptr<SchedulerCore> core;
+  std::map<RequestId, int> first_token, done;  // step index of each
+  std::map<RequestId, int> tokens;
+  int steps = 0;
+
+  Rig(SchedulingPolicy policy, int32_t blocks, int32_t bs, int32_t max_seqs, int32_t budget = 256) {
+    SchedulerConfig c;
+    c.max_num_seqs = max_seqs;
+    c.max_num_batched_tokens = budget;
+    c.max_model_len = 1024;
+    c.eos_token_ids = {0};
+    c.policy = policy;
+    BlockManagerConfig bc;
+    bc.num_blocks = blocks;
+    bc.block_size = bs;
+    core = std::make_unique<SchedulerCore>(c, BlockManager::create(bc).value());
+  }
+
+  void add(RequestId id, int32_t prompt_len, int32_t max_tokens, const std::string& client, int32_t priority = 0) {
+    SamplingOptions o;
+    o.seed = id;
+    o.max_tokens = max_tokens;
+    o.ignore_eos = true;
+    o.client = client;
+    o.priority = priority;
+    ASSERT_TRUE(core->add_group(id, std::vector<TokenId>(size_t(prompt_len), TokenId(2 + id % 50)), o).ok());
+  }
+
+  bool step() {
+    StepPlan plan = core->schedule();
+    collect();
+    if (plan.empty()) return false;
+    StepResult r;
+    r.step_id = plan.step_id;
+    for (const PlanSample& s : plan.samples) {
+      SampleOutput o;
+      o.seq = s.seq;
+      o.token = 1;
+      r.samples.push_back(o);
+    }
+    EXPECT_TRUE(core->apply(r).ok());
+    ++steps;
+    collect();
+    return true;
+  }
+  void run_all() {
+    for (int guard = 0; core->has_unfinished() && guard < 10000; ++guard) {
+      if (!step() && core->has_unfinished()) {
+        ADD_FAILURE() << "stalled";
+        return;
+      }
+    }
+  }
+  void collect() {
+    for (const SeqEvent& e : core->take_events()) {
+      if (e.group_done) done.emplace(e.request, steps);
+      if (e.has_token) {
+        first_token.emplace(e.request, steps);
+        ++tokens[e.request];
+      }
+    }
+  }
+};
+
+// One client floods 10 requests, two run at a time; a second client's single
+// request arrives once the flood runs. fair: it is admitted at the first free
+// slot; fcfs: after every queued flood request.
+int light_rank(SchedulingPolicy policy) {
+  Rig rig(policy, 256, 4, 2);
+  for (RequestId id = 1; id <= 10; ++id) rig.add(id, 8, 6, "flood");
+  rig.step();
+  rig.step();
+  rig.add(100, 8, 6, "light");
+  rig.run_all();
+  int rank = 0;  // flood requests whose first token came before the light one's
+  for (RequestId id = 1; id <= 10; ++id) rank += rig.first_token.at(id) < rig.first_token.at(100);
+  EXPECT_EQ(rig.tokens.at(100), 6);
+  return rank;
+}
+
+TEST(SchedulingPolicy, FairAdmitsALightClientBeforeAFloodsQueue) {
+  EXPECT_EQ(light_rank(SchedulingPolicy::fcfs), 10);
+  EXPECT_EQ(light_rank(SchedulingPolicy::fair), 2);  // only the two already running
+}
+
+TEST(SchedulingPolicy, FairAlternatesBetweenTwoBackloggedClients) {
+  Rig rig(SchedulingPolicy::fair, 256, 4, 1);
+  for (RequestId id = 1; id <= 4; ++id) rig.add(id, 8, 4, "a");
+  for (RequestId id = 11; id <= 14; ++id) rig.add(id, 8, 4, "b");
+  rig.run_all();
+  std::vector<std::pair<int, RequestId>> order;
+  for (auto [id, step] : rig.first_token) order.push_back({step, id});
+  std::sort(order.begin(), order.end());
+  std::vector<RequestId> ids;
+  for (auto [step, id] : order) ids.push_back(id);
+  EXPECT_EQ(ids, (std::vector<RequestId>{1, 11, 2, 12, 3, 13, 4, 14}));
+  // Each client: 4 x (8 prompt + 2 x 4 output) = 64.
+  EXPECT_DOUBLE_EQ(rig.core->fair_share().counter("a"), 64.0);
+  EXPECT_DOUBLE_EQ(rig.core->fair_share().counter("b"), 64.0);
+}
+
+TEST(SchedulingPolicy, PriorityRunsTheLowerValueFirstFcfsWithinAValue) {
+  Rig rig(SchedulingPolicy::priority, 256, 4, 1);
+  rig.add(1, 4, 3, "x", 5);
+  rig.add(2, 4, 3, "x", 1);
+  rig.add(3, 4, 3, "x", 3);
+  rig.add(4, 4, 3, "x", 1);
+  rig.add(5, 4, 3, "x", -2);
+  rig.run_all();
+  std::vector<std::pair<int, RequestId>> order;
+  for (auto [id, step] : rig.done) order.push_back({step, id});
+  std::sort(order.begin(), order.end());
+  std::vector<RequestId> ids;
+  for (auto [step, id] : order) ids.push_back(id);
+  EXPECT_EQ(ids, (std::vector<RequestId>{5, 2, 4, 3, 1}));
+}
+
+// 16 blocks of 4: a low-priority group (value 10) holds 11 blocks when an
+// urgent one (value 0) arrives that needs 6. priority: the low one is
+// preempted and the urgent one finishes first; fcfs: it waits.
+struct PreemptOutcome {
+  uint64_t preemptions = 0;
+  bool urgent_first = false;
+};
+PreemptOutcome urgent_arrives(SchedulingPolicy policy) {
+  Rig rig(policy, 16, 4, 8);
+  rig.add(1, 40, 16, "x", 10);
+  rig.step();
+  rig.step();
+  rig.add(2, 24, 4, "x", 0);  // 6 blocks; 5 are free
+  rig.run_all();
+  EXPECT_EQ(rig.tokens.at(1), 16);  // the victim still produces all its tokens
+  EXPECT_EQ(rig.tokens.at(2), 4);
+  const BlockManager& bm = rig.core->block_manager();
+  EXPECT_EQ(bm.num_free_blocks() + bm.num_cached_blocks(), bm.total_blocks());
+  return {rig.core->stats().preemptions, rig.done.at(2) < rig.done.at(1)};
+}
+
+TEST(SchedulingPolicy, PriorityPreemptsALargerValueWhenBlocksRunOut) {
+  const PreemptOutcome fcfs = urgent_arrives(SchedulingPolicy::fcfs);
+  EXPECT_EQ(fcfs.preemptions, 0u);
+  EXPECT_FALSE(fcfs.urgent_first);
+  const PreemptOutcome prio = urgent_arrives(SchedulingPolicy::priority);
+  EXPECT_GE(prio.preemptions, 1u);
+  EXPECT_TRUE(prio.urgent_first);
+}
+
+TEST(SchedulingPolicy, PriorityNeverPreemptsAnEqualOrSmallerValue) {
+  Rig rig(SchedulingPolicy::priority, 16, 4, 8);
+  rig.add(1, 40, 16, "x", 0);
+  rig.step();
+  rig.step();                 // 1 holds 11 blocks
+  rig.add(2, 24, 4, "x", 0);  // same value: waits (6 blocks; 5 are free)
+  rig.add(3, 24, 8, "x", 7);  // larger value: waits
+  rig.run_all();
+  EXPECT_EQ(rig.core->stats().preemptions, 0u);
+  EXPECT_LT(rig.done.at(1), rig.done.at(2));
+  EXPECT_LT(rig.done.at(2), rig.done.at(3));
+}
+
+TEST(SchedulingPolicy, FairChargesThePromptOnceEvenWhenRecomputed) {
+  Rig rig(SchedulingPolicy::fair, 12, 4, 8);
+  rig.add(1, 20, 20, "a");
+  rig.add(2, 20, 20, "b");
+  rig.run_all();
+  ASSERT_GE(rig.core->stats().preemptions, 1u) << "the pool was meant to force a preemption";
+  EXPECT_DOUBLE_EQ(rig.core->fair_share().counter("a"), 20.0 + 2.0 * 20);
+  EXPECT_DOUBLE_EQ(rig.core->fair_share().counter("b"), 20.0 + 2.0 * 20);
+}
+
+TEST(SchedulingPolicy, PolicyNamesRoundTrip) {
+  for (SchedulingPolicy p : {SchedulingPolicy::fcfs, SchedulingPolicy::fair, SchedulingPolicy::priority}) {
+    EXPECT_EQ(parse_scheduling_policy(scheduling_policy_name(p)), p);
+  }
+  EXPECT_FALSE(parse_scheduling_policy("lifo").has_value());
+}
+
+}  // namespace
+}  // namespace pagoda::actors
