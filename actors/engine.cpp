@@ -13,6 +13,7 @@
 #include "actors/request_intake.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "actors/worker_policy.hpp"
+#include "gpu/cpu/thread_pool.hpp"
 #include "model/model_text.hpp"
 
 namespace pagoda::actors {
@@ -115,12 +116,16 @@ std::function<StepFault(uint64_t)> shared_step_faults(const EngineOptions& o) {
 
 // The supervision's factories: a new executor loads the model again (same
 // options, so the same number of blocks); a new block manager starts with a
-// fresh pool.
+// fresh pool. On the CPU a replacement gets its own thread pool: the
+// process-wide one allows one caller at a time, and a hung executor it
+// replaces may come back and use it (gpu/cpu/thread_pool.hpp).
 void set_factories(SchedulerActorConfig& sc, const EngineOptions& o, int32_t num_blocks,
                    std::function<StepFault(uint64_t)> faults, BlockManagerActorConfig bm,
                    std::shared_ptr<StatsBox> stats) {
-  sc.make_executor = [o, num_blocks, faults](caf::actor_system& sys) -> Result<caf::actor> {
-    auto ex = Executor::create(o);
+  EngineOptions again = o;
+  if (again.cpu_threads == 0) again.cpu_threads = gpu::cpu::ThreadPool::default_thread_count();
+  sc.make_executor = [again, num_blocks, faults](caf::actor_system& sys) -> Result<caf::actor> {
+    auto ex = Executor::create(again);
     if (!ex) return ex.error();
     if ((*ex)->num_blocks() != num_blocks) {  // the pool's size may not change
       return make_error("the new executor has " + std::to_string((*ex)->num_blocks()) +
