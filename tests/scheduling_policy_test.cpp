@@ -195,8 +195,8 @@ struct FloodRun {
   double light_wait = 0.0;  // mean steps from arrival to first token
   uint64_t preemptions = 0;
 };
-FloodRun flood(SchedulingPolicy policy) {
-  Rig rig(policy, 64, 4, 8, 64);
+FloodRun flood(SchedulingPolicy policy, int32_t blocks = 64) {
+  Rig rig(policy, blocks, 4, 8, 64);
   std::map<RequestId, int> arrived;
   RequestId heavy = 1, light = 1000;
   for (int t = 0; t < 200; ++t) {
@@ -222,6 +222,12 @@ TEST(SchedulingPolicy, FairNeedsAsManyStepsAsFcfsUnderAFlood) {
   EXPECT_NEAR(double(fair.steps), double(fcfs.steps), 0.03 * fcfs.steps);
   EXPECT_LT(fair.light_wait * 5, fcfs.light_wait) << "fair " << fair.light_wait << " fcfs " << fcfs.light_wait;
   EXPECT_LE(fair.preemptions, fcfs.preemptions + 2);
+  // The same with a pool too small for 8 running requests: preemptions.
+  const FloodRun tight_fcfs = flood(SchedulingPolicy::fcfs, 36), tight_fair = flood(SchedulingPolicy::fair, 36);
+  EXPECT_GT(tight_fcfs.preemptions, 0u);
+  EXPECT_NEAR(double(tight_fair.steps), double(tight_fcfs.steps), 0.03 * tight_fcfs.steps);
+  EXPECT_LT(tight_fair.light_wait * 5, tight_fcfs.light_wait);
+  std::printf("36 blocks: steps fcfs %d fair %d; light wait fcfs %.1f fair %.1f; preemptions %lu %lu\n", tight_fcfs.steps, tight_fair.steps, tight_fcfs.light_wait, tight_fair.light_wait, (unsigned long)tight_fcfs.preemptions, (unsigned long)tight_fair.preemptions);
   std::printf("steps fcfs %d fair %d; light wait fcfs %.1f fair %.1f; preemptions %lu %lu\n", fcfs.steps, fair.steps, fcfs.light_wait, fair.light_wait, (unsigned long)fcfs.preemptions, (unsigned long)fair.preemptions);
 }
 
