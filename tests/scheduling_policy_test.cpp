@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "actors/scheduler_core.hpp"
@@ -227,8 +228,11 @@ TEST(SchedulingPolicy, FairNeedsAsManyStepsAsFcfsUnderAFlood) {
   EXPECT_GT(tight_fcfs.preemptions, 0u);
   EXPECT_NEAR(double(tight_fair.steps), double(tight_fcfs.steps), 0.03 * tight_fcfs.steps);
   EXPECT_LT(tight_fair.light_wait * 5, tight_fcfs.light_wait);
-  std::printf("36 blocks: steps fcfs %d fair %d; light wait fcfs %.1f fair %.1f; preemptions %lu %lu\n", tight_fcfs.steps, tight_fair.steps, tight_fcfs.light_wait, tight_fair.light_wait, (unsigned long)tight_fcfs.preemptions, (unsigned long)tight_fair.preemptions);
-  std::printf("steps fcfs %d fair %d; light wait fcfs %.1f fair %.1f; preemptions %lu %lu\n", fcfs.steps, fair.steps, fcfs.light_wait, fair.light_wait, (unsigned long)fcfs.preemptions, (unsigned long)fair.preemptions);
+  for (const auto& [name, a, b] : {std::tuple{"64 blocks", fcfs, fair}, std::tuple{"36 blocks", tight_fcfs, tight_fair}}) {
+    std::printf("%s: steps fcfs %d fair %d; light wait (steps) fcfs %.1f fair %.1f; preemptions %lu %lu\n", name,
+                a.steps, b.steps, a.light_wait, b.light_wait, (unsigned long)a.preemptions,
+                (unsigned long)b.preemptions);
+  }
 }
 
 TEST(SchedulingPolicy, PolicyNamesRoundTrip) {
