@@ -69,7 +69,9 @@ Result<void> parse_client_weights(const std::vector<std::string>& entries, actor
     } catch (const std::exception&) {
       w = 0.0;
     }
-    if (!(w > 0.0) || !std::isfinite(w)) return make_error("--client-weight: the weight must be > 0 (got '" + e + "')");
+    if (!(w > 0.0) || !std::isfinite(w)) {
+      return make_error("--client-weight: the weight must be > 0 (got '" + e + "')");
+    }
     c.client_weights[e.substr(0, eq)] = w;
   }
   return {};

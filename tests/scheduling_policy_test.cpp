@@ -5,8 +5,10 @@
 // reference in scheduler_core_test.cpp (SchedulerCore.PoliciesRecompute...).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "actors/scheduler_core.hpp"
@@ -183,6 +185,54 @@ TEST(SchedulingPolicy, FairChargesThePromptOnceEvenWhenRecomputed) {
   ASSERT_GE(rig.core->stats().preemptions, 1u) << "the pool was meant to force a preemption";
   EXPECT_DOUBLE_EQ(rig.core->fair_share().counter("a"), 20.0 + 2.0 * 20);
   EXPECT_DOUBLE_EQ(rig.core->fair_share().counter("b"), 20.0 + 2.0 * 20);
+}
+
+// The throughput half of the bench scenario, free of machine noise: the same
+// arrivals (a heavy client at 10x a light one's rate, more work than the
+// steps can take) need about as many steps under fair as under fcfs, and the
+// light client's first tokens come much sooner.
+struct FloodRun {
+  int steps = 0;
+  double light_wait = 0.0;  // mean steps from arrival to first token
+  uint64_t preemptions = 0;
+};
+FloodRun flood(SchedulingPolicy policy, int32_t blocks = 64) {
+  Rig rig(policy, blocks, 4, 8, 64);
+  std::map<RequestId, int> arrived;
+  RequestId heavy = 1, light = 1000;
+  for (int t = 0; t < 200; ++t) {
+    arrived[heavy] = rig.steps;  // one a step: 8 slots of 10-token requests take 0.8
+    rig.add(heavy++, 12, 10, "heavy");
+    if (t % 10 == 0) {
+      arrived[light] = rig.steps;
+      rig.add(light++, 12, 10, "light");
+    }
+    rig.step();
+  }
+  rig.run_all();
+  FloodRun out;
+  out.steps = rig.steps;
+  for (RequestId id = 1000; id < light; ++id) out.light_wait += rig.first_token.at(id) - arrived.at(id);
+  out.light_wait /= double(light - 1000);
+  out.preemptions = rig.core->stats().preemptions;
+  return out;
+}
+
+TEST(SchedulingPolicy, FairNeedsAsManyStepsAsFcfsUnderAFlood) {
+  const FloodRun fcfs = flood(SchedulingPolicy::fcfs), fair = flood(SchedulingPolicy::fair);
+  EXPECT_NEAR(double(fair.steps), double(fcfs.steps), 0.03 * fcfs.steps);
+  EXPECT_LT(fair.light_wait * 5, fcfs.light_wait) << "fair " << fair.light_wait << " fcfs " << fcfs.light_wait;
+  EXPECT_LE(fair.preemptions, fcfs.preemptions + 2);
+  // The same with a pool too small for 8 running requests: preemptions.
+  const FloodRun tight_fcfs = flood(SchedulingPolicy::fcfs, 36), tight_fair = flood(SchedulingPolicy::fair, 36);
+  EXPECT_GT(tight_fcfs.preemptions, 0u);
+  EXPECT_NEAR(double(tight_fair.steps), double(tight_fcfs.steps), 0.03 * tight_fcfs.steps);
+  EXPECT_LT(tight_fair.light_wait * 5, tight_fcfs.light_wait);
+  for (const auto& [name, a, b] : {std::tuple{"64 blocks", fcfs, fair}, std::tuple{"36 blocks", tight_fcfs, tight_fair}}) {
+    std::printf("%s: steps fcfs %d fair %d; light wait (steps) fcfs %.1f fair %.1f; preemptions %lu %lu\n", name,
+                a.steps, b.steps, a.light_wait, b.light_wait, (unsigned long)a.preemptions,
+                (unsigned long)b.preemptions);
+  }
 }
 
 TEST(SchedulingPolicy, PolicyNamesRoundTrip) {
