@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <limits>
+
+#include "model/architecture.hpp"
+#include "model/json_file.hpp"
 
 namespace pagoda::model {
 
@@ -56,6 +60,22 @@ constexpr int64_t kMaxLayers = 1024, kMaxHidden = 65536, kMaxHeads = 1024, kMaxH
 constexpr int64_t kMaxIntermediate = int64_t{1} << 20, kMaxVocab = int64_t{1} << 22;
 constexpr int64_t kMaxContext = int64_t{1} << 21;  // 2 M tokens (the longest models: ~1 M)
 
+// Records a note about a value the loader adjusted or ignored, and logs it.
+void add_note(ModelConfig& c, std::string note) {
+  std::fprintf(stderr, "pagoda: note: %s\n", note.c_str());
+  c.notes.push_back(std::move(note));
+}
+
+// A context length above kMaxContext (e.g. 10 M tokens, or transformers'
+// "very large integer") is clamped with a note: the model stays usable up to
+// the bound.
+int64_t clamp_context(int64_t ctx, const std::string& source, ModelConfig& c) {
+  if (ctx <= kMaxContext) return ctx;
+  add_note(c, source + ": context length " + std::to_string(ctx) + " clamped to " +
+                  std::to_string(kMaxContext) + " tokens");
+  return kMaxContext;
+}
+
 Result<int32_t> gguf_int32_or(const GgufFile& g, const std::string& key, int32_t fallback) {
   if (!g.find(key)) return fallback;
   auto v = gguf_int(g, key, kInt32Max);
@@ -100,9 +120,12 @@ Result<void> read_gguf_sizes(const GgufFile& g, const std::string& p, ModelConfi
                                 c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   if (!head_dim) return head_dim.error();
   c.head_dim = *head_dim;
-  auto ctx = gguf_int32(g, p + "context_length");
+  if (!g.find(p + "context_length")) {
+    return make_error(g.path() + ": metadata key '" + p + "context_length' is missing");
+  }
+  auto ctx = gguf_int(g, p + "context_length", INT64_MAX);
   if (!ctx) return ctx.error();
-  c.max_context = *ctx;
+  c.max_context = clamp_context(*ctx, g.path(), c);
   auto vocab = gguf_vocab_size(g, p);
   if (!vocab) return vocab.error();
   c.vocab_size = *vocab;
@@ -226,6 +249,21 @@ class JsonFields {
     }
     return static_cast<int32_t>(v);
   }
+  // A non-negative count that may be huge: an integer, or an integral float
+  // (integers beyond 64 bits read as floats); values above INT64_MAX saturate.
+  Result<int64_t> int64_or(std::string_view key, int64_t fallback) const {
+    simdjson::dom::element el;
+    if (!lookup(key, el)) return fallback;
+    int64_t i = 0;
+    uint64_t u = 0;
+    double d = 0;
+    if (el.get(i) == simdjson::SUCCESS && i >= 0) return i;
+    if (el.get(u) == simdjson::SUCCESS) return int64_t(std::numeric_limits<int64_t>::max());
+    if (el.get(d) == simdjson::SUCCESS && d >= 0 && std::floor(d) == d) {
+      return d >= 9.2e18 ? std::numeric_limits<int64_t>::max() : int64_t(d);
+    }
+    return wrong_type(key, "a non-negative integer", el);
+  }
   Result<int32_t> int32(std::string_view key) const {
     simdjson::dom::element el;
     if (!lookup(key, el)) return missing(key);
@@ -284,23 +322,18 @@ class JsonFields {
   const std::string& path_;
 };
 
-// Loads and parses a JSON object file. `text` must outlive the object.
+// Loads and parses a JSON object file (integers beyond 64 bits read as floats,
+// model/json_file.hpp). The object lives as long as `parser`.
 Result<simdjson::dom::object> load_json_object(const std::string& path,
-                                               simdjson::dom::parser& parser,
-                                               simdjson::padded_string& text) {
-  if (auto e = simdjson::padded_string::load(path).get(text); e != simdjson::SUCCESS) {
-    return make_error(path + ": cannot read: " + simdjson::error_message(e));
-  }
-  simdjson::dom::element doc;
-  if (auto e = parser.parse(text).get(doc); e != simdjson::SUCCESS) {
-    return make_error(path + ": invalid JSON: " + simdjson::error_message(e));
-  }
+                                               simdjson::dom::parser& parser) {
+  auto doc = load_json_file(path, parser);
+  if (!doc) return doc.error();
   simdjson::dom::object obj;
-  if (doc.get(obj) != simdjson::SUCCESS) return make_error(path + ": not a JSON object");
+  if (doc->get(obj) != simdjson::SUCCESS) return make_error(path + ": not a JSON object");
   return obj;
 }
 
-Result<void> read_hf_sizes(const JsonFields& f, ModelConfig& c) {
+Result<void> read_hf_sizes(const JsonFields& f, const Architecture& arch, ModelConfig& c) {
   const std::pair<const char*, int32_t*> required[] = {{"num_hidden_layers", &c.num_layers},
                                                        {"hidden_size", &c.hidden_size},
                                                        {"num_attention_heads", &c.num_heads},
@@ -314,16 +347,15 @@ Result<void> read_hf_sizes(const JsonFields& f, ModelConfig& c) {
   auto kv = f.int32_or("num_key_value_heads", c.num_heads);
   if (!kv) return kv.error();
   c.num_kv_heads = *kv;
-  auto head_dim = f.int32_or("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  const int32_t default_head_dim = arch.hf_default_head_dim > 0 ? arch.hf_default_head_dim
+                                   : c.num_heads > 0             ? c.hidden_size / c.num_heads
+                                                                 : 0;
+  auto head_dim = f.int32_or("head_dim", default_head_dim);
   if (!head_dim) return head_dim.error();
   c.head_dim = *head_dim;
-  // transformers defaults: LlamaConfig 2048, MistralConfig 4096 * 32, Qwen2Config 32768.
-  const int32_t default_ctx = c.architecture == "llama"     ? 2048
-                              : c.architecture == "mistral" ? 131072
-                                                            : 32768;
-  auto ctx = f.int32_or("max_position_embeddings", default_ctx);
+  auto ctx = f.int64_or("max_position_embeddings", arch.hf_default_context);
   if (!ctx) return ctx.error();
-  c.max_context = *ctx;
+  c.max_context = clamp_context(*ctx, f.path(), c);
   auto eps = f.number_or("rms_norm_eps", 1e-6);
   if (!eps) return eps.error();
   c.rms_norm_eps = *eps;
@@ -372,14 +404,15 @@ Result<void> read_hf_rope(const JsonFields& f, ModelConfig& c) {
   return {};
 }
 
-Result<void> read_hf_flags(const JsonFields& f, ModelConfig& c) {
-  const bool llama_like = c.architecture != "qwen2";  // Llama/Mistral default bos 1, eos 2
-  auto bos = f.int32_or("bos_token_id", llama_like ? 1 : -1);
+Result<void> read_hf_flags(const JsonFields& f, const Architecture& arch, ModelConfig& c) {
+  auto bos = f.int32_or("bos_token_id", arch.hf_default_bos);
   if (!bos) return bos.error();
   c.bos_token_id = *bos;
   simdjson::dom::element el;
-  auto eos = f.lookup("eos_token_id", el) || !llama_like ? f.int32_list("eos_token_id")
-                                                         : Result<std::vector<int32_t>>({2});
+  const std::vector<int32_t> default_eos =
+      arch.hf_default_eos >= 0 ? std::vector<int32_t>{arch.hf_default_eos} : std::vector<int32_t>{};
+  auto eos = f.lookup("eos_token_id", el) ? f.int32_list("eos_token_id")
+                                          : Result<std::vector<int32_t>>(default_eos);
   if (!eos) return eos.error();
   c.eos_token_ids = *eos;
   auto tie = f.boolean_or("tie_word_embeddings", false);
@@ -387,8 +420,9 @@ Result<void> read_hf_flags(const JsonFields& f, ModelConfig& c) {
   c.tie_word_embeddings = *tie;
   auto bias = f.boolean_or("attention_bias", false);
   if (!bias) return bias.error();
-  c.attention_bias = c.architecture == "qwen2" || *bias;  // Qwen2 always has q/k/v biases
-  c.rope_interleaved = false;                             // HF checkpoints use rotate_half pairing
+  c.attention_bias = arch.qkv_bias || *bias;  // Qwen2 always has q/k/v biases
+  c.qk_norm = arch.qk_norm;
+  c.rope_interleaved = false;  // HF checkpoints use rotate_half pairing
   return {};
 }
 
@@ -409,59 +443,76 @@ const char* rope_scaling_name(RopeScalingType type) {
 }
 
 Result<ModelConfig> config_from_gguf(const GgufFile& g) {
-  auto arch = g.get_string("general.architecture");
-  if (!arch) return arch.error();
-  if (*arch != "llama" && *arch != "qwen2") {
-    return make_error(g.path() + ": unsupported architecture '" + *arch +
-                      "' (supported: llama, qwen2)");
+  auto name = g.get_string("general.architecture");
+  if (!name) return name.error();
+  const Architecture* arch = find_gguf_architecture(*name);
+  if (arch == nullptr) {
+    return make_error(g.path() + ": unsupported architecture '" + *name +
+                      "' (supported: " + supported_gguf_architectures() + ")");
   }
   ModelConfig c;
-  c.architecture = *arch;
-  const std::string p = *arch + ".";
+  c.architecture = arch->name;
+  const std::string p = *name + ".";
   if (auto ok = read_gguf_sizes(g, p, c); !ok) return ok.error();
   if (auto ok = read_gguf_rope(g, p, c); !ok) return ok.error();
   if (auto ok = read_gguf_tokens(g, c); !ok) return ok.error();
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
-  c.attention_bias = *arch == "qwen2" || g.find_tensor("blk.0.attn_q.bias") != nullptr;
-  c.rope_interleaved = *arch == "llama";  // llama.cpp permuted Q/K (see header)
+  c.attention_bias = arch->qkv_bias ||
+                     g.find_tensor(tensor_name(*arch, true, TensorRole::kQBias, 0)) != nullptr;
+  c.qk_norm = arch->qk_norm;
+  c.rope_interleaved = arch->gguf_qk_permuted;  // llama.cpp permuted Q/K (see header)
   if (auto ok = validate_config(c, g.path()); !ok) return ok.error();
   return c;
 }
 
 Result<ModelConfig> config_from_hf_json(const std::string& path) {
   simdjson::dom::parser parser;
-  simdjson::padded_string text;
-  auto obj = load_json_object(path, parser, text);
+  auto obj = load_json_object(path, parser);
   if (!obj) return obj.error();
   const JsonFields f(*obj, path);
   auto type = f.string("model_type");
   if (!type) return type.error();
-  if (*type != "llama" && *type != "mistral" && *type != "qwen2") {
+  const Architecture* arch = find_hf_architecture(*type);
+  if (arch == nullptr) {
     return make_error(path + ": unsupported model_type '" + *type +
-                      "' (supported: llama, mistral, qwen2)");
+                      "' (supported: " + supported_hf_architectures() + ")");
   }
   ModelConfig c;
-  c.architecture = *type;
-  if (auto ok = read_hf_sizes(f, c); !ok) return ok.error();
+  c.architecture = arch->name;
+  if (auto ok = read_hf_sizes(f, *arch, c); !ok) return ok.error();
   if (auto ok = read_hf_rope(f, c); !ok) return ok.error();
-  if (auto ok = read_hf_flags(f, c); !ok) return ok.error();
+  if (auto ok = read_hf_flags(f, *arch, c); !ok) return ok.error();
   if (auto ok = validate_config(c, path); !ok) return ok.error();
   return c;
 }
 
-// Adds the eos ids of generation_config.json (when present) to c.
+// Adds the eos ids of generation_config.json (when present) to c: an integer
+// or a list of them. An entry that is not an integer of the vocabulary is
+// ignored with a note (the file only refines generation defaults); a file that
+// is not JSON is an Error.
 Result<void> merge_generation_config(const std::string& path, ModelConfig& c) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return {};
   simdjson::dom::parser parser;
-  simdjson::padded_string text;
-  auto obj = load_json_object(path, parser, text);
+  auto obj = load_json_object(path, parser);
   if (!obj) return obj.error();
-  auto eos = JsonFields(*obj, path).int32_list("eos_token_id");
-  if (!eos) return eos.error();
-  for (int32_t id : *eos) {
+  simdjson::dom::element el;
+  if (!JsonFields(*obj, path).lookup("eos_token_id", el)) return {};
+  std::vector<simdjson::dom::element> entries;
+  if (simdjson::dom::array arr; el.get(arr) == simdjson::SUCCESS) {
+    for (simdjson::dom::element e : arr) entries.push_back(e);
+  } else {
+    entries.push_back(el);
+  }
+  for (simdjson::dom::element e : entries) {
+    int64_t id = -1;
+    if (e.get(id) != simdjson::SUCCESS || id < 0 || id >= c.vocab_size) {
+      add_note(c, path + ": eos_token_id entry " + simdjson::to_string(e) +
+                      " ignored (not a token id of the vocabulary)");
+      continue;
+    }
     if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
-      c.eos_token_ids.push_back(id);
+      c.eos_token_ids.push_back(int32_t(id));
     }
   }
   return validate_config(c, path);

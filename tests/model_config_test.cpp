@@ -5,11 +5,13 @@
 
 #include <simdjson.h>
 
+#include <filesystem>
 #include <functional>
 #include <set>
 
 #include "formats_test_util.hpp"
 #include "model/model_inspect.hpp"
+#include "model/model_text.hpp"
 
 namespace pagoda::model {
 namespace {
@@ -321,6 +323,66 @@ TEST(ModelConfigHf, DirectoryMergesGenerationConfig) {
   auto direct = load_model_config(test::temp_dir() + "/hfdir/config.json");
   ASSERT_TRUE(direct.ok());
   EXPECT_EQ(direct->eos_token_ids, std::vector<int32_t>{2});
+}
+
+// An HF directory as published: transformers' "very large integer" in
+// tokenizer_config.json, a context length beyond the bound (clamped, with a
+// note), generation_config.json's eos ids as one integer or a list (an id
+// outside the vocabulary is ignored with a note, never a refusal).
+TEST(ModelConfigHf, DirectoryWithBigIntegersAndGenerationEos) {
+  test::write_file("bigint/config.json",
+                   smol_with("\"max_position_embeddings\": 8192",
+                             "\"max_position_embeddings\": 1000000000000000019884624838656"));
+  test::write_file("bigint/tokenizer_config.json",
+                   R"({"model_max_length": 1000000000000000019884624838656, "bos_token": "<s>"})");
+  test::write_file("bigint/generation_config.json",
+                   R"({"eos_token_id": [2, 0, 99999999999999999999999, 70000], "max_length": 1e30})");
+  auto c = load_model_config(test::temp_dir() + "/bigint");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->max_context, int64_t{1} << 21);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{2, 0}));
+  ASSERT_EQ(c->notes.size(), 3u);
+  EXPECT_NE(c->notes[0].find("clamped to 2097152"), std::string::npos) << c->notes[0];
+  EXPECT_NE(c->notes[1].find("ignored"), std::string::npos) << c->notes[1];
+  EXPECT_NE(c->notes[2].find("70000"), std::string::npos) << c->notes[2];
+
+  test::write_file("bigint/generation_config.json", R"({"eos_token_id": 0})");
+  auto one = load_model_config(test::temp_dir() + "/bigint");
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_EQ(one->eos_token_ids, (std::vector<int32_t>{2, 0}));
+  test::write_file("bigint/generation_config.json", R"({"eos_token_id": [0, 1],)");
+  auto broken = load_model_config(test::temp_dir() + "/bigint");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.error().message.find("generation_config.json: invalid JSON"), std::string::npos)
+      << broken.error().message;
+}
+
+// tokenizer_config.json with transformers' VERY_LARGE_INTEGER, read by both of
+// its readers (the tokenizer's special tokens, the chat template).
+TEST(ModelConfigHf, TokenizerConfigWithBigIntegerLoads) {
+  const std::string dir = test::temp_dir() + "/bigint-tok";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::string(PAGODA_TEST_DATA_DIR) + "/tokenizer/qwen2/tokenizer.json",
+                             dir + "/tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  test::write_file("bigint-tok/config.json", kSmolLm2Config);
+  test::write_file("bigint-tok/tokenizer_config.json",
+                   R"({"model_max_length": 1000000000000000019884624838656,)"
+                   R"( "eos_token": "<|im_end|>", "chat_template": "{{ messages[0].content }}"})");
+  auto text = load_model_text(dir);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  EXPECT_EQ(text->chat_template, "{{ messages[0].content }}");
+  EXPECT_EQ(text->eos_token, "<|im_end|>");
+}
+
+TEST(ModelConfigGguf, ContextLengthAboveTheBoundIsClamped) {
+  auto c = gguf_config(write_gguf("bigctx.gguf", "llama", {"llama.context_length"},
+                                            [](test::GgufWriter& w) {
+                                              w.kv_u64("llama.context_length", uint64_t{1} << 40);
+                                            }));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->max_context, int64_t{1} << 21);
+  ASSERT_EQ(c->notes.size(), 1u);
 }
 
 simdjson::dom::element parse(simdjson::dom::parser& parser, const std::string& json) {
