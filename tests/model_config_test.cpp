@@ -88,6 +88,25 @@ TEST(ModelConfigGguf, SyntheticLlama) {
   EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>{2});
 }
 
+// Qwen3 as llama.cpp writes it: qwen3.* keys, attention.key_length = head_dim
+// (here 32 != 64 / 4), no rope.dimension_count, NeoX rope, no biases.
+TEST(ModelConfigGguf, SyntheticQwen3) {
+  auto c = gguf_config(write_gguf("qwen3.gguf", "qwen3", {"qwen3.rope.dimension_count"},
+                                  [](test::GgufWriter& w) {
+                                    w.kv_u32("qwen3.attention.key_length", 32);
+                                    w.kv_u32("qwen3.attention.value_length", 32);
+                                  }));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->architecture, "qwen3");
+  EXPECT_EQ(c->head_dim, 32);
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_FALSE(c->rope_interleaved);
+  auto q2 = gguf_config(write_gguf("qwen2-noqk.gguf", "qwen2"));
+  ASSERT_TRUE(q2.ok()) << q2.error().message;
+  EXPECT_FALSE(q2->qk_norm);
+}
+
 TEST(ModelConfigGguf, SyntheticQwen2) {
   auto c = gguf_config(write_gguf("qwen2.gguf", "qwen2", {"freq_base"}, [](test::GgufWriter& w) {
     w.kv_u32("qwen2.vocab_size", 120).kv_u32("tokenizer.ggml.eot_token_id", 7);
@@ -266,6 +285,40 @@ std::string smol_with(const std::string& from, const std::string& to) {
   const size_t at = s.find(from);
   EXPECT_NE(at, std::string::npos) << from;
   return s.replace(at, from.size(), to);
+}
+
+// Qwen/Qwen3-0.6B's config.json (transformers 4.51), and Qwen3Config's
+// defaults for what it leaves out (head_dim 128, no bos/eos, context 32768).
+TEST(ModelConfigHf, Qwen3) {
+  auto c = config_from_hf_json(test::write_file("qwen3.json", R"({
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+    "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000,
+    "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
+    "vocab_size": 151936})"));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->architecture, "qwen3");
+  EXPECT_EQ(c->head_dim, 128);  // != 1024 / 16
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_FALSE(c->rope_interleaved);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->max_context, 40960);
+  EXPECT_EQ(c->bos_token_id, 151643);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>{151645});
+  auto d = config_from_hf_json(test::write_file("qwen3-defaults.json", R"({"model_type": "qwen3",
+    "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 512, "vocab_size": 1000})"));
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->head_dim, 128);
+  EXPECT_EQ(d->num_kv_heads, 4);
+  EXPECT_EQ(d->max_context, 32768);
+  EXPECT_EQ(d->bos_token_id, -1);
+  EXPECT_TRUE(d->eos_token_ids.empty());
 }
 
 TEST(ModelConfigHf, Errors) {
