@@ -82,6 +82,11 @@ Result<ModelConfig> config_from_gguf(const GgufFile& gguf);
 // optional fields take the transformers defaults of that model type.
 Result<ModelConfig> config_from_hf_json(const std::string& config_json_path);
 
+// Adds the eos ids of a generation_config.json (when the file exists) to `c`:
+// an integer or a list; an entry that is not a token id of the vocabulary is
+// ignored with a note. A file that is not JSON is an Error.
+Result<void> merge_generation_config(const std::string& path, ModelConfig& config);
+
 // model_path: a .gguf file, an HF model directory (config.json; eos ids of
 // generation_config.json, an integer or a list, are added when present), or a
 // config.json path. JSON files may hold integers of any size (they read as
