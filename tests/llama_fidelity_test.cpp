@@ -7,8 +7,9 @@
 //    of the 32 positions with HF's tokens fed back, teacher-forced);
 //  - tiny random Llama (llama3 rope scaling, untied) and Qwen2 (QKV bias,
 //    tied) safetensors models: the logits of every position;
-//  - tiny random Qwen3 (q/k norm) and Mistral-Nemo-style (head_dim != hidden /
-//    heads) models of tools/gen-arch-goldens.py: from the HF directory, and
+//  - tiny random Qwen3 (q/k norm), Mistral-Nemo-style (head_dim != hidden /
+//    heads) and Llama-3.2-style (llama3 rope, tied) models of
+//    tools/gen-arch-goldens.py: from the HF directory, and
 //    as the F32 and F16 GGUF files llama.cpp's convert_hf_to_gguf.py makes of
 //    them (rebuilt at test time from the committed listing of what it wrote).
 // Error measures: "max abs" = max_j |ours - HF| over a row; "row-relative" =
@@ -362,6 +363,17 @@ TEST(TinyFidelity, MistralExplicitHeadDimEveryPosition) {
   EXPECT_LE(e.abs, 1e-3);
 }
 
+// Llama-3.2 style: llama3 rope scaling (factor 32), tied embeddings.
+TEST(TinyFidelity, Llama32Llama3RopeTiedEveryPosition) {
+  auto c = model::load_model_config(test::logits_data("tiny-llama32"));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->rope_scaling.type, model::RopeScalingType::kLlama3);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  const TinyErrors e = tiny_errors("tiny-llama32", test::logits_data("tiny-llama32"), "tiny-llama32 HF");
+  EXPECT_LE(e.rel, 1e-4);
+  EXPECT_LE(e.abs, 1e-3);
+}
+
 // ---- the same models as llama.cpp's convert_hf_to_gguf.py writes them ----------
 
 // Writes the GGUF that llama.cpp's converter made of tiny model `name` as
@@ -391,6 +403,16 @@ std::string llama_cpp_gguf(const std::string& name, const std::string& outtype) 
     for (simdjson::dom::element d : simdjson::dom::array(t["dims"])) dims.push_back(uint64_t(int64_t(d)));
     EXPECT_EQ(info->dims, dims) << tname;
     EXPECT_EQ(std::string(model::ggml_type_name(info->raw_type)), std::string_view(t["type"])) << tname;
+    simdjson::dom::array values;
+    if (t["values"].get(values) == simdjson::SUCCESS) {  // rope_freqs: llama.cpp's llama3 divisors
+      const float* ours = reinterpret_cast<const float*>(g->tensor_data(*info));
+      size_t i = 0;
+      for (simdjson::dom::element v : values) {
+        EXPECT_NEAR(ours[i], double(v), 1e-6 * double(v)) << tname << "[" << i << "]";
+        ++i;
+      }
+      EXPECT_EQ(i, info->num_elements());
+    }
   }
   return path;
 }
@@ -404,11 +426,14 @@ void check_llama_cpp_gguf(const std::string& name, const std::string& outtype, d
 }
 
 // F32: the same numbers as the safetensors (measured max abs < 1e-6). F16:
-// every matrix rounded to fp16 (relative 2^-11), measured max abs 6e-4..1.0e-3
+// every matrix rounded to fp16 (relative 2^-11), measured max abs 6e-4..1.2e-3
 // (bound 5e-3).
 TEST(TinyFidelityGguf, Qwen3F32) { check_llama_cpp_gguf("tiny-qwen3", "f32", 1e-3); }
 TEST(TinyFidelityGguf, Qwen3F16) { check_llama_cpp_gguf("tiny-qwen3", "f16", 5e-3); }
 TEST(TinyFidelityGguf, MistralHeadDimF32) { check_llama_cpp_gguf("tiny-mistral-hd", "f32", 1e-3); }
+// Llama 3.2: llama3 scaling as rope_freqs.weight (values checked against llama.cpp's).
+TEST(TinyFidelityGguf, Llama32F32) { check_llama_cpp_gguf("tiny-llama32", "f32", 1e-3); }
+TEST(TinyFidelityGguf, Llama32F16) { check_llama_cpp_gguf("tiny-llama32", "f16", 5e-3); }
 TEST(TinyFidelityGguf, MistralHeadDimF16) { check_llama_cpp_gguf("tiny-mistral-hd", "f16", 5e-3); }
 
 }  // namespace

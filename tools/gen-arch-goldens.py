@@ -10,10 +10,14 @@ Makes, under tests/data/logits/:
                        config.json + model.safetensors (fp32)
   tiny-mistral-hd/     Mistral-Nemo style: head_dim 32 != hidden 96 / 6 heads,
                        untied, rope_theta 1e6
+  tiny-llama32/        Llama-3.2 style: llama3 rope scaling (factor 32, original
+                       context 64, so that positions of the 19-token sequence
+                       cross the smoothing band), tied embeddings, theta 5e5
   tiny-<name>.json     input ids and the HF logits of every position
                        (float32 values in JSON lists, [seq][pos][vocab])
   tiny-<name>.gguf.json  what llama.cpp's converter writes for the model, as F32
-                       and as F16: every tensor's name, GGUF dims and type, and
+                       and as F16: every tensor's name, GGUF dims and type (and
+                       the values of rope_freqs.weight, llama3 scaling), and
                        the metadata keys with their values (token lists left
                        out). The GGUF files themselves are not committed
                        (*.gguf is git-ignored); tests/tiny_gguf_writer.hpp makes
@@ -38,7 +42,8 @@ import sys
 import tempfile
 
 import torch
-from transformers import MistralConfig, MistralForCausalLM, Qwen3Config, Qwen3ForCausalLM
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "logits"
@@ -94,8 +99,12 @@ def listing(path, llama_cpp):
             continue
         v = f.contents()
         meta[f.name] = v if not isinstance(v, float) else float("%.9g" % v)
-    tensors = [{"name": t.name, "dims": [int(x) for x in t.shape], "type": t.tensor_type.name}
-               for t in r.tensors]
+    tensors = []
+    for t in r.tensors:
+        rec = {"name": t.name, "dims": [int(x) for x in t.shape], "type": t.tensor_type.name}
+        if t.name == "rope_freqs.weight":  # llama3 scaling as llama.cpp computes it
+            rec["values"] = [float(x) for x in t.data]
+        tensors.append(rec)
     return {"metadata": meta, "tensors": tensors}
 
 
@@ -120,6 +129,10 @@ def main():
     mistral = MistralConfig(**COMMON, rope_theta=1000000.0, tie_word_embeddings=False,
                             sliding_window=None)
     convert(tiny("tiny-mistral-hd", MistralForCausalLM(mistral)), "tiny-mistral-hd", a.llama_cpp)
+    llama32 = LlamaConfig(**dict(COMMON, head_dim=16), rope_theta=500000.0, tie_word_embeddings=True,
+                          rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                        "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
+    convert(tiny("tiny-llama32", LlamaForCausalLM(llama32)), "tiny-llama32", a.llama_cpp)
 
 
 if __name__ == "__main__":
