@@ -1,5 +1,7 @@
 #include "model/dummy_weights.hpp"
 
+#include "model/architecture.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -58,7 +60,7 @@ void parallel_for(int64_t n, F f) {
 
 // Tensor ids of the hash: 16 per layer after the global ones.
 enum Tensor : uint64_t { kEmbed = 1, kFinalNorm = 2, kHead = 3, kLayerBase = 16 };
-enum LayerTensor : uint64_t { kAttnNorm, kQkv, kO, kFfnNorm, kGateUp, kDown };
+enum LayerTensor : uint64_t { kAttnNorm, kQkv, kO, kFfnNorm, kGateUp, kDown, kQ, kK, kV, kQNorm, kKNorm };
 constexpr uint64_t kBiasOf = uint64_t(1) << 48;  // a bias's tensor id: its weight's | kBiasOf
 uint64_t layer_tensor(int32_t layer, LayerTensor t) {
   return kLayerBase + uint64_t(layer) * 16 + uint64_t(t);
@@ -176,11 +178,29 @@ Result<LlamaLayerWeights> make_layer(DummyMaker& m, const ModelConfig& c, int32_
   auto an = m.norm(layer_tensor(l, kAttnNorm), H, name + " attn_norm");
   if (!an) return an.error();
   w.attn_norm = std::move(an).value();
-  auto qkv = m.linear(layer_tensor(l, kQkv), q_rows + 2 * kv_rows, H, 1.0f, c.attention_bias,
-                      name + " qkv");
-  if (!qkv) return qkv.error();
-  w.qkv = std::move(qkv).value();
-  const bool o_bias = c.attention_bias && c.architecture != "qwen2";
+  if (c.qk_norm) {  // three projections and the per-head norms (LlamaLayerWeights)
+    const std::pair<LayerTensor, int64_t> parts[] = {{kQ, q_rows}, {kK, kv_rows}, {kV, kv_rows}};
+    DeviceLinear* outs[] = {&w.q, &w.k, &w.v};
+    for (size_t i = 0; i < 3; ++i) {
+      auto lin = m.linear(layer_tensor(l, parts[i].first), parts[i].second, H, 1.0f,
+                          c.attention_bias, name + " q/k/v");
+      if (!lin) return lin.error();
+      *outs[i] = std::move(lin).value();
+    }
+    auto qn = m.norm(layer_tensor(l, kQNorm), D, name + " q_norm");
+    if (!qn) return qn.error();
+    w.q_norm = std::move(qn).value();
+    auto kn = m.norm(layer_tensor(l, kKNorm), D, name + " k_norm");
+    if (!kn) return kn.error();
+    w.k_norm = std::move(kn).value();
+  } else {
+    auto qkv = m.linear(layer_tensor(l, kQkv), q_rows + 2 * kv_rows, H, 1.0f, c.attention_bias,
+                        name + " qkv");
+    if (!qkv) return qkv.error();
+    w.qkv = std::move(qkv).value();
+  }
+  const Architecture* arch = find_architecture(c.architecture);
+  const bool o_bias = c.attention_bias && arch != nullptr && arch->o_bias_with_attention_bias;
   auto o = m.linear(layer_tensor(l, kO), H, q_rows, 1.0f, o_bias, name + " o");
   if (!o) return o.error();
   w.o = std::move(o).value();

@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "model/jinja_strings.hpp"
+#include "model/json_file.hpp"
 #include "model/utf8.hpp"
 
 namespace pagoda::model {
@@ -35,8 +36,11 @@ Result<Value> convert(simdjson::dom::element e) {
       if (auto err = e.get_int64().get(i)) return json_error(err);
       return Value::integer(i);
     }
-    case simdjson::dom::element_type::UINT64:
-      return make_error("JSON integer beyond int64 is not supported");
+    case simdjson::dom::element_type::UINT64: {  // beyond int64: the nearest double
+      uint64_t u = 0;
+      if (auto err = e.get_uint64().get(u)) return json_error(err);
+      return Value::number(static_cast<double>(u));
+    }
     case simdjson::dom::element_type::DOUBLE: {
       double d = 0;
       if (auto err = e.get_double().get(d)) return json_error(err);
@@ -206,7 +210,7 @@ Result<void> Dumper::dump(const Value& v, int level) {
 
 Result<jinja::Value> parse_json(std::string_view text) {
   simdjson::dom::parser parser;
-  const simdjson::padded_string padded(text);
+  const simdjson::padded_string padded(widen_big_integers(text));
   simdjson::dom::element root;
   const auto err = parser.parse(padded).get(root);
   if (err) return json_error(err);

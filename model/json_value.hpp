@@ -3,9 +3,10 @@
 // parse_json: JSON text (e.g. the messages list the CLI reads from stdin, or
 // an OpenAI request's `messages`/`tools`) -> Value, the way Python's
 // json.loads builds objects: objects become insertion-ordered dicts (a
-// repeated key keeps its first position and its last value), integers int64
-// (larger integers are an Error rather than a silently different number),
-// other numbers float, strings UTF-8. Uses simdjson's DOM parser (full
+// repeated key keeps its first position and its last value), integers int64,
+// other numbers float, strings UTF-8. Integers beyond int64 (e.g.
+// transformers' model_max_length 1000000000000000019884624838656) become the
+// nearest float, where Python keeps an exact int (model/json_file.hpp). Uses simdjson's DOM parser (full
 // validation, trailing garbage rejected); errors name the simdjson error.
 //
 // to_json: Python's json.dumps(x, ensure_ascii=..., indent=..., separators=...,

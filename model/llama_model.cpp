@@ -125,6 +125,41 @@ Result<void> LlamaModel::linear(const DeviceLinear& w, const float* x, int64_t x
   return backend_.matmul(matmul_params(w, x, x_stride, y, m));
 }
 
+// The attention input of layer l: normed = rms_norm(residual (+ delta)), then
+// q, k, v = the projections of normed, and (qk_norm) each head's q and k
+// RMS-normalised with its own weights [D]. Fused QKV leaves them interleaved
+// per token ([T, Hq D | Hk D | Hk D], rows qkv_width apart); qk_norm ones
+// are three packed blocks in wide ([T, Hq D], [T, Hk D], [T, Hk D]), so that
+// a head is one contiguous row of D for the norm.
+Result<LlamaModel::Qkv> LlamaModel::attention_input(int32_t l, const StagedStep& st) {
+  const ModelConfig& c = config();
+  const LlamaLayerWeights& w = weights_.layers[size_t(l)];
+  const RunState& rs = state_;
+  const int32_t T = st.meta.num_tokens, H = c.hidden_size, D = c.head_dim;
+  const int64_t q_width = int64_t(c.num_heads) * D, kv_width = int64_t(c.num_kv_heads) * D;
+  const float eps = float(c.rms_norm_eps);
+  const gpu::RmsNormParams norm{l == 0 ? rs.residual() : rs.delta(),
+                                l == 0 ? nullptr : rs.residual(),
+                                w.attn_norm.as<const float>(), rs.normed(), T, H, eps};
+  float* wide = rs.wide();
+  if (!c.qk_norm) {
+    const int64_t qkv_width = q_width + 2 * kv_width;
+    auto ok = backend_.rms_norm_matmul(norm, matmul_params(w.qkv, rs.normed(), H, wide, T));
+    if (!ok) return ok.error();
+    return Qkv{wide, wide + q_width, wide + q_width + kv_width, qkv_width, qkv_width};
+  }
+  Qkv out{wide, wide + T * q_width, wide + T * (q_width + kv_width), q_width, kv_width};
+  if (auto ok = backend_.rms_norm_matmul(norm, matmul_params(w.q, rs.normed(), H, out.q, T)); !ok) {
+    return ok.error();
+  }
+  if (auto ok = linear(w.k, rs.normed(), H, out.k, T); !ok) return ok.error();
+  if (auto ok = linear(w.v, rs.normed(), H, out.v, T); !ok) return ok.error();
+  // Per-head norms: the rms_norm op over rows of D ([T Hq, D] and [T Hk, D]).
+  backend_.rms_norm({out.q, nullptr, w.q_norm.as<const float>(), out.q, T * c.num_heads, D, eps});
+  backend_.rms_norm({out.k, nullptr, w.k_norm.as<const float>(), out.k, T * c.num_kv_heads, D, eps});
+  return out;
+}
+
 // One decoder layer. On entry residual holds the stream and, for layer > 0,
 // delta the previous layer's MLP output (added here by the fused norm).
 Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache& cache) {
@@ -132,27 +167,20 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
   const LlamaLayerWeights& w = weights_.layers[size_t(l)];
   const RunState& rs = state_;
   const int32_t T = st.meta.num_tokens, H = c.hidden_size, D = c.head_dim;
-  const int64_t q_width = int64_t(c.num_heads) * D, kv_width = int64_t(c.num_kv_heads) * D;
-  const int64_t qkv_width = q_width + 2 * kv_width;
+  const int64_t q_width = int64_t(c.num_heads) * D;
   const float eps = float(c.rms_norm_eps);
 
-  gpu::RmsNormParams norm{l == 0 ? rs.residual() : rs.delta(), l == 0 ? nullptr : rs.residual(),
-                          w.attn_norm.as<const float>(), rs.normed(), T, H, eps};
-  float* qkv = rs.wide();  // [T, qkv_width]
-  if (auto ok = backend_.rms_norm_matmul(norm, matmul_params(w.qkv, rs.normed(), H, qkv, T)); !ok) {
-    return ok;
-  }
-  float* k = qkv + q_width;
-  float* v = k + kv_width;
+  auto qkv = attention_input(l, st);
+  if (!qkv) return qkv.error();
   const gpu::KvLayerView kv = cache.layer(l);
-  gpu::KvCacheWriteParams wr{k, v, qkv_width, qkv_width, kv.k, kv.v, cache.layout(),
-                             cache.spec().dtype, st.slot_mapping, T};
-  backend_.rope_kv_write(rope_.params(qkv, qkv_width, k, qkv_width, st.positions, T, c.num_heads,
-                                      c.num_kv_heads),
+  gpu::KvCacheWriteParams wr{qkv->k, qkv->v, qkv->kv_stride, qkv->kv_stride, kv.k, kv.v,
+                             cache.layout(), cache.spec().dtype, st.slot_mapping, T};
+  backend_.rope_kv_write(rope_.params(qkv->q, qkv->q_stride, qkv->k, qkv->kv_stride, st.positions,
+                                      T, c.num_heads, c.num_kv_heads),
                          wr);
   gpu::PagedAttentionParams at;
-  at.q = qkv;
-  at.q_stride = qkv_width;
+  at.q = qkv->q;
+  at.q_stride = qkv->q_stride;
   at.out = rs.mid();  // [T, Hq D]
   at.k_cache = kv.k;
   at.v_cache = kv.v;

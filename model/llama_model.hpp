@@ -1,12 +1,14 @@
-// LlamaModel: the Llama-family forward pass (llama, mistral, qwen2; SmolLM2)
+// LlamaModel: the one forward pass of every architecture that
+// model/architecture.hpp describes (llama, mistral, qwen2, qwen3; SmolLM2),
 // over the paged KV cache, written only against gpu::Backend so that it runs
 // on the CPU backend and on CUDA alike.
 //
 // One step (forward) takes a flattened ForwardBatch (model/forward_batch.hpp)
 // of prefill chunks, decode tokens and padding rows, and per layer runs
-//   rms_norm (fused residual add) -> QKV matmul (+bias) -> RoPE -> write K/V
-//   into the cache by slot -> paged attention -> O matmul -> rms_norm (fused
-//   add) -> gate|up matmul -> silu*mul -> down matmul,
+//   rms_norm (fused residual add) -> QKV matmul (+bias) [-> per-head q/k
+//   rms_norm (qk_norm)] -> RoPE -> write K/V into the cache by slot -> paged
+//   attention -> O matmul -> rms_norm (fused add) -> gate|up matmul ->
+//   silu*mul -> down matmul,
 // then the final norm, a gather of the logits rows and the lm_head matmul.
 // Every row's result depends only on its own sequence (tokens, cache
 // contents, positions), not on which other rows share the batch, up to the
@@ -100,6 +102,14 @@ class LlamaModel {
       : backend_(backend), weights_(std::move(weights)), options_(std::move(options)),
         state_(std::move(state)), rope_(std::move(rope)) {}
 
+  // A layer's rotated-to-be q, k, v: [T, *] rows q_stride / kv_stride floats apart.
+  struct Qkv {
+    float* q;
+    float* k;
+    float* v;
+    int64_t q_stride, kv_stride;
+  };
+  Result<Qkv> attention_input(int32_t layer, const StagedStep& step);
   Result<void> run_layer(int32_t layer, const StagedStep& step, gpu::KvCache& cache);
   // Enqueues every op of a staged step (embedding .. lm_head).
   Result<void> issue_step(const StagedStep& step, gpu::KvCache& cache);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "model/architecture.hpp"
 #include "model/dequant.hpp"
 #include "model/dummy_weights.hpp"
 #include "model/gguf_file.hpp"
@@ -112,35 +113,9 @@ class WeightFile {
   std::string path_;
 };
 
-// ---- tensor names ------------------------------------------------------------
+// ---- tensor names: the architecture's (model/architecture.hpp) -------------
 
-enum class Role { kEmbed, kAttnNorm, kQ, kK, kV, kQBias, kKBias, kVBias, kO, kOBias,
-                  kFfnNorm, kGate, kUp, kDown, kFinalNorm, kOutput };
-
-std::string tensor_name(bool gguf, Role r, int32_t layer) {
-  const std::string l = std::to_string(layer);
-  const std::string g = "blk." + l + ".", h = "model.layers." + l + ".";
-  switch (r) {
-    case Role::kEmbed: return gguf ? "token_embd.weight" : "model.embed_tokens.weight";
-    case Role::kAttnNorm: return gguf ? g + "attn_norm.weight" : h + "input_layernorm.weight";
-    case Role::kQ: return gguf ? g + "attn_q.weight" : h + "self_attn.q_proj.weight";
-    case Role::kK: return gguf ? g + "attn_k.weight" : h + "self_attn.k_proj.weight";
-    case Role::kV: return gguf ? g + "attn_v.weight" : h + "self_attn.v_proj.weight";
-    case Role::kQBias: return gguf ? g + "attn_q.bias" : h + "self_attn.q_proj.bias";
-    case Role::kKBias: return gguf ? g + "attn_k.bias" : h + "self_attn.k_proj.bias";
-    case Role::kVBias: return gguf ? g + "attn_v.bias" : h + "self_attn.v_proj.bias";
-    case Role::kO: return gguf ? g + "attn_output.weight" : h + "self_attn.o_proj.weight";
-    case Role::kOBias: return gguf ? g + "attn_output.bias" : h + "self_attn.o_proj.bias";
-    case Role::kFfnNorm:
-      return gguf ? g + "ffn_norm.weight" : h + "post_attention_layernorm.weight";
-    case Role::kGate: return gguf ? g + "ffn_gate.weight" : h + "mlp.gate_proj.weight";
-    case Role::kUp: return gguf ? g + "ffn_up.weight" : h + "mlp.up_proj.weight";
-    case Role::kDown: return gguf ? g + "ffn_down.weight" : h + "mlp.down_proj.weight";
-    case Role::kFinalNorm: return gguf ? "output_norm.weight" : "model.norm.weight";
-    case Role::kOutput: return gguf ? "output.weight" : "lm_head.weight";
-  }
-  return "?";
-}
+using Role = TensorRole;
 
 // ---- placing bytes in backend memory ------------------------------------------
 
@@ -188,12 +163,17 @@ LinearWeight stack_rows(const std::vector<TensorRef>& parts, int64_t n, int64_t 
 
 class Loader {
  public:
-  Loader(const WeightFile& file, gpu::Backend& backend, LlamaWeights& out)
-      : file_(file), backend_(backend), out_(out), gguf_(file.gguf() != nullptr) {}
+  Loader(const WeightFile& file, gpu::Backend& backend, LlamaWeights& out,
+         const Architecture& arch)
+      : file_(file), backend_(backend), out_(out), arch_(arch), gguf_(file.gguf() != nullptr) {}
+
+  std::string tensor_name(Role role, int32_t layer) const {
+    return model::tensor_name(arch_, gguf_, role, layer);
+  }
 
   // The tensor of `role`, required to have `shape`.
   Result<TensorRef> need(Role role, int32_t layer, std::vector<int64_t> shape) {
-    const std::string name = tensor_name(gguf_, role, layer);
+    const std::string name = tensor_name(role, layer);
     auto t = file_.find(name);
     if (!t) return t.error();
     if (!t->has_value()) return make_error(file_.path() + ": tensor " + name + " is missing");
@@ -213,7 +193,7 @@ class Loader {
   }
 
   Result<bool> has(Role role, int32_t layer) {
-    auto t = file_.find(tensor_name(gguf_, role, layer));
+    auto t = file_.find(tensor_name(role, layer));
     if (!t) return t.error();
     return t->has_value();
   }
@@ -256,7 +236,7 @@ class Loader {
       bias.insert(bias.end(), b.begin(), b.end());
     }
     return place(HostLinear{w, bias.empty() ? nullptr : bias.data(), false},
-                 tensor_name(gguf_, roles[0], layer));
+                 tensor_name(roles[0], layer));
   }
 
   // One [n, k] weight; used in place when the backend and format allow it.
@@ -287,24 +267,53 @@ class Loader {
   const WeightFile& file_;
   gpu::Backend& backend_;
   LlamaWeights& out_;
+  const Architecture& arch_;
   bool gguf_;
 };
 
-Result<LlamaLayerWeights> load_layer(Loader& ld, const ModelConfig& c, int32_t l) {
-  const int64_t H = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
+// Q, K, V: one fused weight, or (qk_norm) three weights and the two per-head norms.
+Result<void> load_attention_in(Loader& ld, const ModelConfig& c, int32_t l, LlamaLayerWeights& w) {
+  const int64_t H = c.hidden_size, D = c.head_dim;
   const int64_t q_rows = int64_t(c.num_heads) * D, kv_rows = int64_t(c.num_kv_heads) * D;
+  const std::vector<Role> roles = {Role::kQ, Role::kK, Role::kV};
+  const std::vector<Role> biases = {Role::kQBias, Role::kKBias, Role::kVBias};
+  if (!c.qk_norm) {
+    std::vector<Role> qkv_bias;
+    if (c.attention_bias) qkv_bias = biases;
+    auto qkv = ld.fused(l, roles, {q_rows, kv_rows, kv_rows}, H, qkv_bias);
+    if (!qkv) return qkv.error();
+    w.qkv = std::move(qkv).value();
+    return {};
+  }
+  DeviceLinear* outs[] = {&w.q, &w.k, &w.v};
+  const int64_t rows[] = {q_rows, kv_rows, kv_rows};
+  for (size_t i = 0; i < 3; ++i) {
+    auto lin = ld.single(roles[i], l, rows[i], H,
+                         c.attention_bias ? std::optional<Role>(biases[i]) : std::nullopt);
+    if (!lin) return lin.error();
+    *outs[i] = std::move(lin).value();
+  }
+  auto qn = ld.vector(Role::kQNorm, l, D);
+  if (!qn) return qn.error();
+  w.q_norm = std::move(qn).value();
+  auto kn = ld.vector(Role::kKNorm, l, D);
+  if (!kn) return kn.error();
+  w.k_norm = std::move(kn).value();
+  return {};
+}
+
+Result<LlamaLayerWeights> load_layer(Loader& ld, const Architecture& arch, const ModelConfig& c,
+                                     int32_t l) {
+  const int64_t H = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
+  const int64_t q_rows = int64_t(c.num_heads) * D;
   LlamaLayerWeights w;
   auto attn_norm = ld.vector(Role::kAttnNorm, l, H);
   if (!attn_norm) return attn_norm.error();
   w.attn_norm = std::move(attn_norm).value();
-  std::vector<Role> qkv_bias;
-  if (c.attention_bias) qkv_bias = {Role::kQBias, Role::kKBias, Role::kVBias};
-  auto qkv = ld.fused(l, {Role::kQ, Role::kK, Role::kV}, {q_rows, kv_rows, kv_rows}, H, qkv_bias);
-  if (!qkv) return qkv.error();
-  w.qkv = std::move(qkv).value();
+  if (auto ok = load_attention_in(ld, c, l, w); !ok) return ok.error();
   // HF Llama/Mistral put a bias on o_proj too when attention_bias is set; Qwen2 does not.
   std::optional<Role> o_bias;
-  if (c.attention_bias && c.architecture != "qwen2") o_bias = Role::kOBias;
+  if (c.attention_bias && arch.o_bias_with_attention_bias) o_bias = Role::kOBias;
   auto o = ld.single(Role::kO, l, H, q_rows, o_bias);
   if (!o) return o.error();
   w.o = std::move(o).value();
@@ -430,10 +439,12 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
   w.config = std::move(config).value();
   if (auto ok = validate_config(w.config, f.path()); !ok) return ok.error();
   const ModelConfig& c = w.config;
-  Loader ld(f, backend, w);
+  const Architecture* arch = find_architecture(c.architecture);
+  if (arch == nullptr) return make_error(f.path() + ": unknown architecture " + c.architecture);
+  Loader ld(f, backend, w, *arch);
   if (auto ok = load_embedding_and_head(ld, backend, w); !ok) return ok.error();
   for (int32_t l = 0; l < c.num_layers; ++l) {
-    auto layer = load_layer(ld, c, l);
+    auto layer = load_layer(ld, *arch, c, l);
     if (!layer) return layer.error();
     w.layers.push_back(std::move(layer).value());
     if (options.progress) options.progress(l + 1, c.num_layers);

@@ -1,5 +1,5 @@
-// LlamaWeights: every tensor of a Llama-family model (llama, mistral, qwen2;
-// SmolLM2 is llama), read from a GGUF file or a HuggingFace safetensors
+// LlamaWeights: every tensor of a Llama-family model (llama, mistral, qwen2,
+// qwen3; SmolLM2 is llama), read from a GGUF file or a HuggingFace safetensors
 // directory, checked against the ModelConfig and placed in a Backend's memory
 // in the layout the forward pass (model/llama_model.hpp) uses:
 //  - per layer four linear weights: Q|K|V fused into one [(Hq + 2 Hk) D, H]
@@ -20,11 +20,12 @@
 //    stored fp32 instead. On the CUDA backend kQuantized means BF16 weights
 //    (CudaBackend::prepare_weight), kExact fp32.
 //
-// Tensor names: GGUF token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v (+
-// .bias), attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}, output_norm,
-// output; HF model.embed_tokens, model.layers.N.{input_layernorm,
-// self_attn.{q,k,v,o}_proj (+ .bias), post_attention_layernorm,
-// mlp.{gate,up,down}_proj}, model.norm, lm_head. GGUF llama files carry
+// Tensor names (the architecture's, model/architecture.hpp): GGUF token_embd,
+// blk.N.{attn_norm, attn_q, attn_k, attn_v (+ .bias), attn_q_norm,
+// attn_k_norm, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down},
+// output_norm, output; HF model.embed_tokens, model.layers.N.{input_layernorm,
+// self_attn.{q,k,v,o}_proj (+ .bias), self_attn.{q,k}_norm,
+// post_attention_layernorm, mlp.{gate,up,down}_proj}, model.norm, lm_head. GGUF llama files carry
 // llama.cpp's permuted Q/K rows: the forward pass uses interleaved RoPE for
 // them (ModelConfig::rope_interleaved); nothing is un-permuted here.
 //
@@ -69,7 +70,12 @@ struct DeviceLinear {
 
 struct LlamaLayerWeights {
   gpu::DeviceBuffer attn_norm;  // [H] fp32
-  DeviceLinear qkv;             // [(Hq + 2 Hk) D, H] (+ bias for qwen2)
+  DeviceLinear qkv;             // [(Hq + 2 Hk) D, H] (+ bias for qwen2); empty when qk_norm
+  // qk_norm architectures (qwen3): Q [Hq D, H], K and V [Hk D, H] as three
+  // weights (each head's q and k must be a contiguous row for the norm) and
+  // the per-head norm weights [D] fp32. Empty otherwise.
+  DeviceLinear q, k, v;
+  gpu::DeviceBuffer q_norm, k_norm;
   DeviceLinear o;               // [H, Hq D]
   gpu::DeviceBuffer ffn_norm;   // [H] fp32
   DeviceLinear gate_up;         // [2 I, H]

@@ -1,14 +1,30 @@
 #include "model/model_config.hpp"
 
-#include <simdjson.h>
-
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 
+#include "model/architecture.hpp"
+#include "model/config_limits.hpp"
+
 namespace pagoda::model {
+
+// ---- shared by the GGUF and HF readers (model/config_limits.hpp) -------------
+
+void add_config_note(ModelConfig& c, std::string note) {
+  std::fprintf(stderr, "pagoda: note: %s\n", note.c_str());
+  c.notes.push_back(std::move(note));
+}
+
+int64_t clamp_context(int64_t ctx, const std::string& source, ModelConfig& c) {
+  if (ctx <= kMaxContext) return ctx;
+  add_config_note(c, source + ": context length " + std::to_string(ctx) + " clamped to " +
+                         std::to_string(kMaxContext) + " tokens");
+  return kMaxContext;
+}
 
 namespace {
 
@@ -48,13 +64,6 @@ Result<int64_t> gguf_int(const GgufFile& g, const std::string& key, int64_t max)
   }
   return *v;
 }
-
-constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-
-// validate_config's bounds (see there).
-constexpr int64_t kMaxLayers = 1024, kMaxHidden = 65536, kMaxHeads = 1024, kMaxHeadDim = 1024;
-constexpr int64_t kMaxIntermediate = int64_t{1} << 20, kMaxVocab = int64_t{1} << 22;
-constexpr int64_t kMaxContext = int64_t{1} << 21;  // 2 M tokens (the longest models: ~1 M)
 
 Result<int32_t> gguf_int32_or(const GgufFile& g, const std::string& key, int32_t fallback) {
   if (!g.find(key)) return fallback;
@@ -100,9 +109,12 @@ Result<void> read_gguf_sizes(const GgufFile& g, const std::string& p, ModelConfi
                                 c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
   if (!head_dim) return head_dim.error();
   c.head_dim = *head_dim;
-  auto ctx = gguf_int32(g, p + "context_length");
+  if (!g.find(p + "context_length")) {
+    return make_error(g.path() + ": metadata key '" + p + "context_length' is missing");
+  }
+  auto ctx = gguf_int(g, p + "context_length", INT64_MAX);
   if (!ctx) return ctx.error();
-  c.max_context = *ctx;
+  c.max_context = clamp_context(*ctx, g.path(), c);
   auto vocab = gguf_vocab_size(g, p);
   if (!vocab) return vocab.error();
   c.vocab_size = *vocab;
@@ -176,222 +188,6 @@ Result<void> read_gguf_tokens(const GgufFile& g, ModelConfig& c) {
   return {};
 }
 
-// ---- HF config.json ---------------------------------------------------------
-
-const char* json_type_name(simdjson::dom::element el) {
-  switch (el.type()) {
-    case simdjson::dom::element_type::ARRAY:
-      return "array";
-    case simdjson::dom::element_type::OBJECT:
-      return "object";
-    case simdjson::dom::element_type::INT64:
-    case simdjson::dom::element_type::UINT64:
-      return "integer";
-    case simdjson::dom::element_type::DOUBLE:
-      return "number";
-    case simdjson::dom::element_type::STRING:
-      return "string";
-    case simdjson::dom::element_type::BOOL:
-      return "bool";
-    case simdjson::dom::element_type::NULL_VALUE:
-      return "null";
-  }
-  return "?";
-}
-
-// Typed access to the fields of one JSON object; errors name the file and key.
-// A null field counts as absent (HF writes e.g. "head_dim": null).
-class JsonFields {
- public:
-  JsonFields(simdjson::dom::object obj, const std::string& path) : obj_(obj), path_(path) {}
-
-  bool lookup(std::string_view key, simdjson::dom::element& el) const {
-    return obj_.at_key(key).get(el) == simdjson::SUCCESS && !el.is_null();
-  }
-  Error missing(std::string_view key) const {
-    return make_error(path_ + ": \"" + std::string(key) + "\" is missing");
-  }
-  Error wrong_type(std::string_view key, const char* expected, simdjson::dom::element el) const {
-    return make_error(path_ + ": \"" + std::string(key) + "\" must be " + expected + " (got " +
-                      json_type_name(el) + ")");
-  }
-  Result<int32_t> int32_or(std::string_view key, int32_t fallback) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return fallback;
-    int64_t v = 0;
-    if (el.get(v) != simdjson::SUCCESS) return wrong_type(key, "an integer", el);
-    if (v < std::numeric_limits<int32_t>::min() || v > kInt32Max) {
-      return make_error(path_ + ": \"" + std::string(key) + "\" value " + std::to_string(v) +
-                        " is out of range");
-    }
-    return static_cast<int32_t>(v);
-  }
-  Result<int32_t> int32(std::string_view key) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return missing(key);
-    return int32_or(key, 0);
-  }
-  Result<double> number_or(std::string_view key, double fallback) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return fallback;
-    double v = 0;
-    if (!el.is_number() || el.get(v) != simdjson::SUCCESS) return wrong_type(key, "a number", el);
-    return v;
-  }
-  Result<double> number(std::string_view key) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return missing(key);
-    return number_or(key, 0.0);
-  }
-  Result<bool> boolean_or(std::string_view key, bool fallback) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return fallback;
-    bool v = false;
-    if (el.get(v) != simdjson::SUCCESS) return wrong_type(key, "a bool", el);
-    return v;
-  }
-  Result<std::string> string(std::string_view key) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return missing(key);
-    std::string_view v;
-    if (el.get(v) != simdjson::SUCCESS) return wrong_type(key, "a string", el);
-    return std::string(v);
-  }
-  // An integer or an array of integers (eos_token_id); absent gives {}.
-  Result<std::vector<int32_t>> int32_list(std::string_view key) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return std::vector<int32_t>{};
-    simdjson::dom::array arr;
-    if (el.get(arr) != simdjson::SUCCESS) {
-      auto one = int32_or(key, 0);
-      if (!one) return one.error();
-      return std::vector<int32_t>{*one};
-    }
-    std::vector<int32_t> out;
-    for (simdjson::dom::element e : arr) {
-      int64_t v = 0;
-      if (e.get(v) != simdjson::SUCCESS || v < 0 || v > kInt32Max) {
-        return wrong_type(key, "an integer or a list of non-negative integers", e);
-      }
-      out.push_back(static_cast<int32_t>(v));
-    }
-    return out;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  simdjson::dom::object obj_;
-  const std::string& path_;
-};
-
-// Loads and parses a JSON object file. `text` must outlive the object.
-Result<simdjson::dom::object> load_json_object(const std::string& path,
-                                               simdjson::dom::parser& parser,
-                                               simdjson::padded_string& text) {
-  if (auto e = simdjson::padded_string::load(path).get(text); e != simdjson::SUCCESS) {
-    return make_error(path + ": cannot read: " + simdjson::error_message(e));
-  }
-  simdjson::dom::element doc;
-  if (auto e = parser.parse(text).get(doc); e != simdjson::SUCCESS) {
-    return make_error(path + ": invalid JSON: " + simdjson::error_message(e));
-  }
-  simdjson::dom::object obj;
-  if (doc.get(obj) != simdjson::SUCCESS) return make_error(path + ": not a JSON object");
-  return obj;
-}
-
-Result<void> read_hf_sizes(const JsonFields& f, ModelConfig& c) {
-  const std::pair<const char*, int32_t*> required[] = {{"num_hidden_layers", &c.num_layers},
-                                                       {"hidden_size", &c.hidden_size},
-                                                       {"num_attention_heads", &c.num_heads},
-                                                       {"intermediate_size", &c.intermediate_size},
-                                                       {"vocab_size", &c.vocab_size}};
-  for (const auto& [key, out] : required) {
-    auto v = f.int32(key);
-    if (!v) return v.error();
-    *out = *v;
-  }
-  auto kv = f.int32_or("num_key_value_heads", c.num_heads);
-  if (!kv) return kv.error();
-  c.num_kv_heads = *kv;
-  auto head_dim = f.int32_or("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
-  if (!head_dim) return head_dim.error();
-  c.head_dim = *head_dim;
-  // transformers defaults: LlamaConfig 2048, MistralConfig 4096 * 32, Qwen2Config 32768.
-  const int32_t default_ctx = c.architecture == "llama"     ? 2048
-                              : c.architecture == "mistral" ? 131072
-                                                            : 32768;
-  auto ctx = f.int32_or("max_position_embeddings", default_ctx);
-  if (!ctx) return ctx.error();
-  c.max_context = *ctx;
-  auto eps = f.number_or("rms_norm_eps", 1e-6);
-  if (!eps) return eps.error();
-  c.rms_norm_eps = *eps;
-  return {};
-}
-
-// RoPE settings: transformers < 5 writes top-level "rope_theta" and an optional
-// "rope_scaling" object; transformers >= 5 writes one "rope_parameters" object
-// holding rope_theta, rope_type and the scaling fields.
-Result<void> read_hf_rope(const JsonFields& f, ModelConfig& c) {
-  auto theta = f.number_or("rope_theta", 10000.0);
-  if (!theta) return theta.error();
-  c.rope_theta = *theta;
-  simdjson::dom::element el;
-  const char* key = f.lookup("rope_parameters", el) ? "rope_parameters" : "rope_scaling";
-  if (!f.lookup(key, el)) return {};
-  simdjson::dom::object obj;
-  if (el.get(obj) != simdjson::SUCCESS) return f.wrong_type(key, "an object", el);
-  const JsonFields rs(obj, f.path());
-  auto params_theta = rs.number_or("rope_theta", c.rope_theta);
-  if (!params_theta) return params_theta.error();
-  c.rope_theta = *params_theta;
-  auto type = rs.lookup("rope_type", el) ? rs.string("rope_type") : rs.string("type");
-  if (!type) return type.error();
-  RopeScaling& out = c.rope_scaling;
-  if (*type == "default") return {};
-  if (*type != "linear" && *type != "llama3") {
-    return make_error(f.path() + ": unsupported rope_scaling type '" + *type +
-                      "' (supported: default, linear, llama3)");
-  }
-  auto factor = rs.number("factor");
-  if (!factor) return factor.error();
-  out.factor = *factor;
-  out.type = RopeScalingType::kLinear;
-  if (*type == "linear") return {};
-  out.type = RopeScalingType::kLlama3;
-  auto low = rs.number("low_freq_factor");
-  auto high = rs.number("high_freq_factor");
-  auto orig = rs.int32("original_max_position_embeddings");
-  if (!low) return low.error();
-  if (!high) return high.error();
-  if (!orig) return orig.error();
-  out.low_freq_factor = *low;
-  out.high_freq_factor = *high;
-  out.original_max_position_embeddings = *orig;
-  return {};
-}
-
-Result<void> read_hf_flags(const JsonFields& f, ModelConfig& c) {
-  const bool llama_like = c.architecture != "qwen2";  // Llama/Mistral default bos 1, eos 2
-  auto bos = f.int32_or("bos_token_id", llama_like ? 1 : -1);
-  if (!bos) return bos.error();
-  c.bos_token_id = *bos;
-  simdjson::dom::element el;
-  auto eos = f.lookup("eos_token_id", el) || !llama_like ? f.int32_list("eos_token_id")
-                                                         : Result<std::vector<int32_t>>({2});
-  if (!eos) return eos.error();
-  c.eos_token_ids = *eos;
-  auto tie = f.boolean_or("tie_word_embeddings", false);
-  if (!tie) return tie.error();
-  c.tie_word_embeddings = *tie;
-  auto bias = f.boolean_or("attention_bias", false);
-  if (!bias) return bias.error();
-  c.attention_bias = c.architecture == "qwen2" || *bias;  // Qwen2 always has q/k/v biases
-  c.rope_interleaved = false;                             // HF checkpoints use rotate_half pairing
-  return {};
-}
-
 }  // namespace
 
 const char* rope_scaling_name(RopeScalingType type) {
@@ -409,62 +205,26 @@ const char* rope_scaling_name(RopeScalingType type) {
 }
 
 Result<ModelConfig> config_from_gguf(const GgufFile& g) {
-  auto arch = g.get_string("general.architecture");
-  if (!arch) return arch.error();
-  if (*arch != "llama" && *arch != "qwen2") {
-    return make_error(g.path() + ": unsupported architecture '" + *arch +
-                      "' (supported: llama, qwen2)");
+  auto name = g.get_string("general.architecture");
+  if (!name) return name.error();
+  const Architecture* arch = find_gguf_architecture(*name);
+  if (arch == nullptr) {
+    return make_error(g.path() + ": unsupported architecture '" + *name +
+                      "' (supported: " + supported_gguf_architectures() + ")");
   }
   ModelConfig c;
-  c.architecture = *arch;
-  const std::string p = *arch + ".";
+  c.architecture = arch->name;
+  const std::string p = *name + ".";
   if (auto ok = read_gguf_sizes(g, p, c); !ok) return ok.error();
   if (auto ok = read_gguf_rope(g, p, c); !ok) return ok.error();
   if (auto ok = read_gguf_tokens(g, c); !ok) return ok.error();
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
-  c.attention_bias = *arch == "qwen2" || g.find_tensor("blk.0.attn_q.bias") != nullptr;
-  c.rope_interleaved = *arch == "llama";  // llama.cpp permuted Q/K (see header)
+  c.attention_bias = arch->qkv_bias ||
+                     g.find_tensor(tensor_name(*arch, true, TensorRole::kQBias, 0)) != nullptr;
+  c.qk_norm = arch->qk_norm;
+  c.rope_interleaved = arch->gguf_qk_permuted;  // llama.cpp permuted Q/K (see header)
   if (auto ok = validate_config(c, g.path()); !ok) return ok.error();
   return c;
-}
-
-Result<ModelConfig> config_from_hf_json(const std::string& path) {
-  simdjson::dom::parser parser;
-  simdjson::padded_string text;
-  auto obj = load_json_object(path, parser, text);
-  if (!obj) return obj.error();
-  const JsonFields f(*obj, path);
-  auto type = f.string("model_type");
-  if (!type) return type.error();
-  if (*type != "llama" && *type != "mistral" && *type != "qwen2") {
-    return make_error(path + ": unsupported model_type '" + *type +
-                      "' (supported: llama, mistral, qwen2)");
-  }
-  ModelConfig c;
-  c.architecture = *type;
-  if (auto ok = read_hf_sizes(f, c); !ok) return ok.error();
-  if (auto ok = read_hf_rope(f, c); !ok) return ok.error();
-  if (auto ok = read_hf_flags(f, c); !ok) return ok.error();
-  if (auto ok = validate_config(c, path); !ok) return ok.error();
-  return c;
-}
-
-// Adds the eos ids of generation_config.json (when present) to c.
-Result<void> merge_generation_config(const std::string& path, ModelConfig& c) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return {};
-  simdjson::dom::parser parser;
-  simdjson::padded_string text;
-  auto obj = load_json_object(path, parser, text);
-  if (!obj) return obj.error();
-  auto eos = JsonFields(*obj, path).int32_list("eos_token_id");
-  if (!eos) return eos.error();
-  for (int32_t id : *eos) {
-    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
-      c.eos_token_ids.push_back(id);
-    }
-  }
-  return validate_config(c, path);
 }
 
 Result<ModelConfig> load_model_config(const std::string& model_path) {

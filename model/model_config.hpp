@@ -1,6 +1,8 @@
 // ModelConfig: the hyper-parameters of a Llama-family model (llama, mistral,
-// qwen2; SmolLM2 is llama), read from GGUF metadata or a HuggingFace
-// config.json.
+// qwen2, qwen3; SmolLM2 is llama), read from GGUF metadata or a HuggingFace
+// config.json. What distinguishes the families (biases, q/k norms, GGUF Q/K
+// permutation, config defaults, tensor names) is their description in
+// model/architecture.hpp.
 //
 // RoPE pairing (rope_interleaved) — which elements of a head are rotated together:
 //  - HF checkpoints (safetensors) of every supported family use the NeoX /
@@ -10,8 +12,8 @@
 //    and SmolLM2, which it converts as "llama"): within each head it reorders
 //    rows from [first half, second half] to interleaved pairs. llama.cpp then
 //    runs those with LLAMA_ROPE_TYPE_NORM: element 2i pairs with 2i + 1.
-//  - qwen2 GGUF files are not permuted; llama.cpp uses LLAMA_ROPE_TYPE_NEOX.
-//  Rule: rope_interleaved = (source is GGUF && architecture == "llama").
+//  - qwen2 and qwen3 GGUF files are not permuted; llama.cpp uses LLAMA_ROPE_TYPE_NEOX.
+//  Rule: rope_interleaved = (source is GGUF && Architecture::gguf_qk_permuted).
 //  Both pairings use frequency theta_i = rope_theta^(-2i/head_dim) for pair i.
 //
 // Rope scaling: kLinear divides positions by `factor`. kLlama3 is HF's
@@ -44,7 +46,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string architecture;  // "llama", "mistral" or "qwen2"
+  std::string architecture;  // an Architecture's name: "llama", "mistral", "qwen2", "qwen3"
   int32_t num_layers = 0;
   int32_t hidden_size = 0;
   int32_t num_heads = 0;
@@ -60,7 +62,12 @@ struct ModelConfig {
   int32_t bos_token_id = -1;           // -1 when the model has none
   std::vector<int32_t> eos_token_ids;  // every token that ends generation
   bool attention_bias = false;         // q/k/v projections have biases (qwen2)
+  bool qk_norm = false;                // RMSNorm of each head's q and k before RoPE (qwen3)
   bool rope_interleaved = false;       // see the RoPE pairing rule above
+  // Values the loader clamped or ignored rather than refusing the model (each
+  // also logged to stderr), e.g. a context length above validate_config's
+  // bound, an eos id of generation_config.json outside the vocabulary.
+  std::vector<std::string> notes;
 };
 
 // From GGUF metadata (keys `<arch>.block_count`, `.embedding_length`,
@@ -68,15 +75,23 @@ struct ModelConfig {
 // `.attention.layer_norm_rms_epsilon`, `.context_length`,
 // `.rope.dimension_count`, `.rope.scaling.*`, `.vocab_size`; tokenizer.ggml.*
 // for bos/eos/eot/eom). tie_word_embeddings = no `output.weight` tensor;
-// attention_bias = qwen2 or a `blk.0.attn_q.bias` tensor.
+// attention_bias = Architecture::qkv_bias or a `blk.0.attn_q.bias` tensor.
 Result<ModelConfig> config_from_gguf(const GgufFile& gguf);
 
-// From a HuggingFace config.json (model_type llama / mistral / qwen2). Missing
+// From a HuggingFace config.json (model_type llama / mistral / qwen2 / qwen3). Missing
 // optional fields take the transformers defaults of that model type.
 Result<ModelConfig> config_from_hf_json(const std::string& config_json_path);
 
+// Adds the eos ids of a generation_config.json (when the file exists) to `c`:
+// an integer or a list; an entry that is not a token id of the vocabulary is
+// ignored with a note. A file that is not JSON is an Error.
+Result<void> merge_generation_config(const std::string& path, ModelConfig& config);
+
 // model_path: a .gguf file, an HF model directory (config.json; eos ids of
-// generation_config.json are added when present), or a config.json path.
+// generation_config.json, an integer or a list, are added when present), or a
+// config.json path. JSON files may hold integers of any size (they read as
+// floats beyond 64 bits, model/json_file.hpp); a context length above 2^21 is
+// clamped to it with a note (ModelConfig::notes).
 Result<ModelConfig> load_model_config(const std::string& model_path);
 
 // Checks the invariants every loader relies on: positive sizes, num_heads

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "model/gguf_file.hpp"
+#include "model/json_file.hpp"
 #include "model/model_config.hpp"
 #include "model/standin_tokenizer.hpp"
 
@@ -67,14 +68,9 @@ Result<void> read_tokenizer_config(const fs::path& dir, ModelText& text) {
   fs::path file = dir / "tokenizer_config.json";
   if (!fs::exists(file)) return {};
   simdjson::dom::parser parser;
-  simdjson::padded_string json;
-  if (simdjson::padded_string::load(file.string()).get(json) != simdjson::SUCCESS) {
-    return make_error(file.string() + ": cannot read");
-  }
-  simdjson::dom::element root;
-  if (auto err = parser.parse(json).get(root); err != simdjson::SUCCESS) {
-    return make_error(file.string() + ": invalid JSON: " + simdjson::error_message(err));
-  }
+  auto loaded = load_json_file(file.string(), parser);  // big integers read as floats
+  if (!loaded) return loaded.error();
+  const simdjson::dom::element root = *loaded;
   simdjson::dom::element el;
   if (root["bos_token"].get(el) == simdjson::SUCCESS) text.bos_token = token_entry(el);
   if (root["eos_token"].get(el) == simdjson::SUCCESS) text.eos_token = token_entry(el);

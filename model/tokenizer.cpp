@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "model/gguf_file.hpp"
+#include "model/json_file.hpp"
 #include "model/sentencepiece_model.hpp"
 #include "model/unicode_tables.hpp"
 #include "model/utf8.hpp"
@@ -476,10 +477,9 @@ Result<TokenizerParts> parts_from_json(const element& doc) {
 
 Result<TokenizerParts> parts_from_json_file(const std::string& path) {
   simdjson::dom::parser parser;
-  element doc;
-  if (auto err = parser.load(path).get(doc); err != simdjson::SUCCESS) {
-    return make_error(path + ": " + simdjson::error_message(err));
-  }
+  auto loaded = load_json_file(path, parser);  // integers beyond 64 bits read as floats
+  if (!loaded) return loaded.error();
+  const element doc = *loaded;
   Result<TokenizerParts> parts = parts_from_json(doc);
   if (!parts) return make_error(path + ": " + parts.error().message);
   return parts;
@@ -488,10 +488,9 @@ Result<TokenizerParts> parts_from_json_file(const std::string& path) {
 // tokenizer_config.json: add_bos_token / add_eos_token and the named special tokens.
 Result<void> apply_tokenizer_config(const std::string& path, TokenizerParts& parts) {
   simdjson::dom::parser parser;
-  element doc;
-  if (auto err = parser.load(path).get(doc); err != simdjson::SUCCESS) {
-    return make_error(path + ": " + simdjson::error_message(err));
-  }
+  auto loaded = load_json_file(path, parser);  // integers beyond 64 bits read as floats
+  if (!loaded) return loaded.error();
+  const element doc = *loaded;
   parts.add_bos = json_bool(doc, "add_bos_token", parts.add_bos);
   parts.add_eos = json_bool(doc, "add_eos_token", parts.add_eos);
   auto lookup = [&](std::string_view content) -> int32_t {

@@ -300,7 +300,7 @@ TEST_F(BrokenGguf, AbsurdConfigMetadata) {
   const std::pair<const char*, uint32_t> cases[] = {
       {"llama.block_count", 0},           {"llama.block_count", 5000},
       {"llama.embedding_length", 0xFFFFFFFFu}, {"llama.attention.head_count", 7},
-      {"llama.context_length", 0x7FFFFFFFu}, {"llama.vocab_size", 0}};
+      {"llama.vocab_size", 0}};
   for (const auto& [key, value] : cases) {
     auto b = base_;
     put_le(b, layout_.value_at.at(key), value, 4);
@@ -308,6 +308,11 @@ TEST_F(BrokenGguf, AbsurdConfigMetadata) {
     EXPECT_TRUE(names(load_error(p), p,
                       {"must be positive", "implausibly large", "out of range", "does not divide", "differs from head_dim"}))
         << key << " = " << value;
+  }
+  {  // a context length beyond the bound is clamped with a note, not refused
+    auto b = base_;
+    put_le(b, layout_.value_at.at("llama.context_length"), 0x7FFFFFFFu, 4);
+    EXPECT_EQ(load_error(write("config_ctx", b)), "<loaded>");
   }
   auto b = base_;
   const size_t eps = layout_.value_at.at("llama.attention.layer_norm_rms_epsilon");
@@ -412,7 +417,8 @@ TEST_F(BrokenHfDir, BrokenConfigJson) {
       {{"\"model_type\": \"llama\"", "\"model_type\": \"gpt2\""}, "unsupported model_type"},
       {{"\"rope_type\": \"llama3\"", "\"rope_type\": \"yarn\""}, "unsupported rope_scaling type"},
       {{"\"eos_token_id\": 2", "\"eos_token_id\": 9999"}, "outside the vocabulary"},
-      {{"\"max_position_embeddings\": 256", "\"max_position_embeddings\": 1e300"}, "must be an integer"},
+      {{"\"max_position_embeddings\": 256", "\"max_position_embeddings\": 256.5"},
+       "must be a non-negative integer"},
       {{"\"intermediate_size\": 200", "\"intermediate_size\": 208"}, "has shape"},
       {{"{", "{{"}, "invalid JSON"},
   };
@@ -422,6 +428,12 @@ TEST_F(BrokenHfDir, BrokenConfigJson) {
                                      st_bytes(st_));
     EXPECT_TRUE(names(load_error(dir), dir, {problem})) << edit.second;
   }
+  // A huge context length (here a float beyond 64 bits) is clamped with a note.
+  const std::string big = make_dir("hf_cfg_bigctx",
+                                   config_with("\"max_position_embeddings\": 256",
+                                               "\"max_position_embeddings\": 1e300"),
+                                   st_bytes(st_));
+  EXPECT_EQ(load_error(big), "<loaded>");
 }
 
 TEST_F(BrokenHfDir, BrokenSafetensors) {

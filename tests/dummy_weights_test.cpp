@@ -143,6 +143,22 @@ TEST(DummyModel, Qwen2ShapeWithBiasesRuns) {
   std::filesystem::remove_all(dir);
 }
 
+// Qwen3 shape: separate q/k/v projections and per-head q/k norms, head_dim 64
+// != 128 / 4 (the --load-format dummy path of a qk_norm architecture).
+TEST(DummyModel, Qwen3ShapeWithQkNormRuns) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "pagoda-dummy-qwen3";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type": "qwen3", "hidden_size": 128,
+    "intermediate_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "head_dim": 64, "num_hidden_layers": 2, "vocab_size": 600, "max_position_embeddings": 256,
+    "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": true})";
+  const std::vector<float> a = run_model(dir.string(), DummyDtype::kAuto, WeightPrecision::kExact);
+  expect_finite_and_spread(a);
+  EXPECT_EQ(a, run_model(dir.string(), DummyDtype::kAuto, WeightPrecision::kExact));
+  expect_finite_and_spread(run_model(dir.string(), DummyDtype::kQ8_0, WeightPrecision::kQuantized));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(StandinTokenizer, BytesRoundTrip) {
   auto tok = model::make_standin_tokenizer(128000, 128001);
   ASSERT_TRUE(tok.ok()) << tok.error().message;

@@ -115,6 +115,7 @@ class GgufWriter {
     return *this;
   }
   GgufWriter& kv_u32(const std::string& key, uint32_t v) { return kv(key, kU32, Bytes().u32(v)); }
+  GgufWriter& kv_u64(const std::string& key, uint64_t v) { return kv(key, kU64, Bytes().u64(v)); }
   GgufWriter& kv_f32(const std::string& key, float v) { return kv(key, kF32, Bytes().f32(v)); }
   GgufWriter& kv_bool(const std::string& key, bool v) { return kv(key, kBool, Bytes().u8(v)); }
   GgufWriter& kv_str(const std::string& key, const std::string& v) {

@@ -9,6 +9,7 @@
 
 #include "model/jinja_interpreter.hpp"
 #include "model/jinja_parser.hpp"
+#include "model/json_file.hpp"
 #include "model/json_value.hpp"
 #include "tests/chat_golden_util.hpp"
 
@@ -178,7 +179,43 @@ TEST(JsonValue, RejectsInvalidInput) {
   EXPECT_FALSE(parse_json("[1, 2").ok());
   EXPECT_FALSE(parse_json("{\"a\": tru}").ok());
   EXPECT_FALSE(parse_json("").ok());
-  EXPECT_FALSE(parse_json("[18446744073709551615]").ok());  // beyond int64
+}
+
+// Integers beyond int64 (transformers' VERY_LARGE_INTEGER in tokenizer_config.json's
+// model_max_length) read as the nearest float, not as an error.
+TEST(JsonValue, BigIntegersReadAsFloats) {
+  auto v = parse_json(R"({"model_max_length": 1000000000000000019884624838656,)"
+                      R"( "u": 18446744073709551615, "n": -99999999999999999999,)"
+                      R"( "max": 9223372036854775807, "min": -9223372036854775808,)"
+                      R"( "s": "12345678901234567890123"})");
+  ASSERT_TRUE(v.ok()) << v.error().message;
+  const auto& e = v->dict().entries();
+  ASSERT_EQ(e.size(), 6u);
+  ASSERT_TRUE(e[0].second.is_float());
+  EXPECT_EQ(e[0].second.as_float(), 1e30);  // Python: float(1000000000000000019884624838656) == 1e30
+  ASSERT_TRUE(e[1].second.is_float());
+  EXPECT_EQ(e[1].second.as_float(), 18446744073709551615.0);
+  ASSERT_TRUE(e[2].second.is_float());
+  EXPECT_EQ(e[2].second.as_float(), -1e20);
+  ASSERT_TRUE(e[3].second.is_int());  // the int64 extremes stay exact integers
+  EXPECT_EQ(e[3].second.as_int(), INT64_MAX);
+  ASSERT_TRUE(e[4].second.is_int());
+  EXPECT_EQ(e[4].second.as_int(), INT64_MIN);
+  EXPECT_EQ(e[5].second.str(), "12345678901234567890123");  // strings untouched
+}
+
+TEST(JsonFile, WidenBigIntegersTouchesOnlyIntegersBeyond64Bits) {
+  EXPECT_EQ(widen_big_integers(R"([1, -2, 18446744073709551615, 18446744073709551616])"),
+            R"([1, -2, 18446744073709551615, 18446744073709551616.0])");
+  EXPECT_EQ(widen_big_integers(R"([-9223372036854775808, -9223372036854775809, 1e400])"),
+            R"([-9223372036854775808, -9223372036854775809.0, 1e400])");
+  EXPECT_EQ(widen_big_integers(R"({"k\"99999999999999999999": 123456789012345678901.5e3})"),
+            R"({"k\"99999999999999999999": 123456789012345678901.5e3})");
+  EXPECT_EQ(widen_big_integers(R"({"a\"b 99999999999999999999": 99999999999999999999})"),
+            R"({"a\"b 99999999999999999999": 99999999999999999999.0})");
+  EXPECT_EQ(widen_big_integers(R"(["k\\", 99999999999999999999])"),
+            R"(["k\\", 99999999999999999999.0])");  // an escaped backslash, then the quote
+  EXPECT_EQ(widen_big_integers("[1, 2"), "[1, 2");  // invalid stays invalid
 }
 
 TEST(JsonValue, RoundTripsThroughToJson) {

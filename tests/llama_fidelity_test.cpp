@@ -6,7 +6,12 @@
 //    (Q4_1/Q8_0 weights with int8 activations; there also the argmax at each
 //    of the 32 positions with HF's tokens fed back, teacher-forced);
 //  - tiny random Llama (llama3 rope scaling, untied) and Qwen2 (QKV bias,
-//    tied) safetensors models: the logits of every position.
+//    tied) safetensors models: the logits of every position;
+//  - tiny random Qwen3 (q/k norm), Mistral-Nemo-style (head_dim != hidden /
+//    heads) and Llama-3.2-style (llama3 rope, tied) models of
+//    tools/gen-arch-goldens.py: from the HF directory, and
+//    as the F32 and F16 GGUF files llama.cpp's convert_hf_to_gguf.py makes of
+//    them (rebuilt at test time from the committed listing of what it wrote).
 // Error measures: "max abs" = max_j |ours - HF| over a row; "row-relative" =
 // max_j |ours - HF| / max_j |HF| per row (the logits' scale varies by model).
 #include <gtest/gtest.h>
@@ -21,6 +26,9 @@
 
 #include "formats_test_util.hpp"
 #include "llama_test_util.hpp"
+#include "tiny_gguf_writer.hpp"
+#include "model/dequant.hpp"
+#include "model/gguf_file.hpp"
 #include "model/simple_generator.hpp"
 
 namespace pagoda {
@@ -280,38 +288,153 @@ TEST(SmolLM2Fidelity, DISABLED_GeneratorSpeed) {
 
 // ---- tiny random models (fp32 safetensors) ------------------------------------
 
-void check_tiny(const std::string& name) {
-  const std::string dir = test::logits_data(name);
+struct TinyErrors {
+  double rel = 0;  // max row-relative error over every position of every sequence
+  double abs = 0;  // max abs logit difference
+};
+
+// Runs the golden sequences of tiny model `name` (HF logits of every
+// position) through the model at `path` (the HF directory or a GGUF), whole
+// and in chunks of 4, and returns the largest errors.
+TinyErrors tiny_errors(const std::string& name, const std::string& path, const std::string& label) {
+  TinyErrors worst;
   auto backend = test::cpu_backend();
   model::LoadOptions o;
   o.precision = WeightPrecision::kExact;
   o.max_num_batched_tokens = 64;
   o.max_num_seqs = 4;
   o.max_logits_rows = 64;
-  auto m = LlamaModel::load(dir, *backend, o);
-  ASSERT_TRUE(m.ok()) << m.error().message;
-  if (std::string why = test::rope_config_problem(dir, (*m)->config()); !why.empty()) {
-    GTEST_SKIP() << why;
-  }
-  const test::TinyGolden g = test::load_tiny_golden(dir + ".json");
-  ASSERT_EQ(g.vocab, (*m)->config().vocab_size);
+  auto m = LlamaModel::load(path, *backend, o);
+  EXPECT_TRUE(m.ok()) << m.error().message;
+  if (!m.ok()) return {1e9, 1e9};
+  const test::TinyGolden g = test::load_tiny_golden(test::logits_data(name) + ".json");
+  EXPECT_EQ(g.vocab, (*m)->config().vocab_size);
   auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8);
-  ASSERT_TRUE(cache.ok());
+  EXPECT_TRUE(cache.ok());
   for (size_t s = 0; s < g.ids.size(); ++s) {
     const int32_t len = int32_t(g.ids[s].size());
     const auto blocks = test::sequential_blocks(len, 16);
     for (int32_t chunk : {len, 4}) {
       std::vector<float> ours = test::run_sequence(**m, *cache, g.ids[s], blocks, chunk);
       const double rel = test::max_row_relative_error(ours.data(), g.logits[s].data(), len, g.vocab);
-      std::printf("[%s] sequence %zu (len %d, chunk %d): max row-relative error %.3g\n",
-                  name.c_str(), s, len, chunk, rel);
-      EXPECT_LE(rel, 1e-4) << "sequence " << s << " chunk " << chunk;
+      double abs = 0;
+      for (size_t i = 0; i < ours.size(); ++i) {
+        abs = std::max(abs, double(std::fabs(ours[i] - g.logits[s][i])));
+      }
+      std::printf("[%s] sequence %zu (len %d, chunk %d): max row-relative error %.3g, max abs %.3g\n",
+                  label.c_str(), s, len, chunk, rel, abs);
+      worst.rel = std::max(worst.rel, rel);
+      worst.abs = std::max(worst.abs, abs);
     }
   }
+  return worst;
+}
+
+void check_tiny(const std::string& name) {
+  const std::string dir = test::logits_data(name);
+  {
+    auto backend = test::cpu_backend();
+    auto config = model::load_model_config(dir);
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    if (std::string why = test::rope_config_problem(dir, *config); !why.empty()) GTEST_SKIP() << why;
+  }
+  const TinyErrors e = tiny_errors(name, dir, name);
+  EXPECT_LE(e.rel, 1e-4);
 }
 
 TEST(TinyFidelity, LlamaLlama3RopeUntiedEveryPosition) { check_tiny("tiny-llama"); }
 TEST(TinyFidelity, Qwen2BiasTiedEveryPosition) { check_tiny("tiny-qwen2"); }
+// Qwen3: per-head q/k RMSNorm before RoPE, head_dim 32 != 96 / 6, tied, no bias.
+TEST(TinyFidelity, Qwen3QkNormEveryPosition) {
+  auto c = model::load_model_config(test::logits_data("tiny-qwen3"));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_EQ(c->head_dim, 32);
+  const TinyErrors e = tiny_errors("tiny-qwen3", test::logits_data("tiny-qwen3"), "tiny-qwen3 HF");
+  EXPECT_LE(e.rel, 1e-4);
+  EXPECT_LE(e.abs, 1e-3);
+}
+// Mistral-Nemo style: head_dim 32 != hidden 96 / 6 heads, untied.
+TEST(TinyFidelity, MistralExplicitHeadDimEveryPosition) {
+  const TinyErrors e =
+      tiny_errors("tiny-mistral-hd", test::logits_data("tiny-mistral-hd"), "tiny-mistral-hd HF");
+  EXPECT_LE(e.rel, 1e-4);
+  EXPECT_LE(e.abs, 1e-3);
+}
+
+// Llama-3.2 style: llama3 rope scaling (factor 32), tied embeddings.
+TEST(TinyFidelity, Llama32Llama3RopeTiedEveryPosition) {
+  auto c = model::load_model_config(test::logits_data("tiny-llama32"));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->rope_scaling.type, model::RopeScalingType::kLlama3);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  const TinyErrors e = tiny_errors("tiny-llama32", test::logits_data("tiny-llama32"), "tiny-llama32 HF");
+  EXPECT_LE(e.rel, 1e-4);
+  EXPECT_LE(e.abs, 1e-3);
+}
+
+// ---- the same models as llama.cpp's convert_hf_to_gguf.py writes them ----------
+
+// Writes the GGUF that llama.cpp's converter made of tiny model `name` as
+// `outtype` (f32 / f16): the metadata of its listing (tests/data/logits/
+// <name>.gguf.json, tools/gen-arch-goldens.py) and this test's own conversion
+// of the committed safetensors, checked to have exactly the listing's tensors
+// (names, dims, types).
+std::string llama_cpp_gguf(const std::string& name, const std::string& outtype) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element listing = parser.load(test::logits_data(name) + ".gguf.json")[outtype];
+  simdjson::dom::object meta = listing["metadata"];
+  test::TinyGgufOptions opt;
+  opt.f16 = outtype == "f16";
+  opt.metadata = &meta;
+  const std::string path = test::write_tiny_gguf(test::logits_data(name), name + "-" + outtype, opt);
+  auto g = model::GgufFile::open(path);
+  EXPECT_TRUE(g.ok());
+  if (!g.ok()) return path;
+  simdjson::dom::array tensors = listing["tensors"];
+  EXPECT_EQ(g->tensors().size(), tensors.size());
+  for (simdjson::dom::element t : tensors) {
+    const std::string tname{std::string_view(t["name"])};
+    const model::GgufTensorInfo* info = g->find_tensor(tname);
+    EXPECT_NE(info, nullptr) << name << ": llama.cpp writes " << tname << ", this converter not";
+    if (info == nullptr) continue;
+    std::vector<uint64_t> dims;
+    for (simdjson::dom::element d : simdjson::dom::array(t["dims"])) dims.push_back(uint64_t(int64_t(d)));
+    EXPECT_EQ(info->dims, dims) << tname;
+    EXPECT_EQ(std::string(model::ggml_type_name(info->raw_type)), std::string_view(t["type"])) << tname;
+    simdjson::dom::array values;
+    if (t["values"].get(values) == simdjson::SUCCESS) {  // rope_freqs: llama.cpp's llama3 divisors
+      const float* ours = reinterpret_cast<const float*>(g->tensor_data(*info));
+      size_t i = 0;
+      for (simdjson::dom::element v : values) {
+        EXPECT_NEAR(ours[i], double(v), 1e-6 * double(v)) << tname << "[" << i << "]";
+        ++i;
+      }
+      EXPECT_EQ(i, info->num_elements());
+    }
+  }
+  return path;
+}
+
+void check_llama_cpp_gguf(const std::string& name, const std::string& outtype, double max_abs) {
+  const std::string path = llama_cpp_gguf(name, outtype);
+  const TinyErrors e = tiny_errors(name, path, name + " GGUF " + outtype);
+  std::printf("[%s GGUF %s] worst: max abs %.3g, row-relative %.3g\n", name.c_str(),
+              outtype.c_str(), e.abs, e.rel);
+  EXPECT_LE(e.abs, max_abs);
+}
+
+// F32: the same numbers as the safetensors (measured max abs < 1e-6). F16:
+// every matrix rounded to fp16 (relative 2^-11), measured max abs 6e-4..1.2e-3
+// (bound 5e-3).
+TEST(TinyFidelityGguf, Qwen3F32) { check_llama_cpp_gguf("tiny-qwen3", "f32", 1e-3); }
+TEST(TinyFidelityGguf, Qwen3F16) { check_llama_cpp_gguf("tiny-qwen3", "f16", 5e-3); }
+TEST(TinyFidelityGguf, MistralHeadDimF32) { check_llama_cpp_gguf("tiny-mistral-hd", "f32", 1e-3); }
+// Llama 3.2: llama3 scaling as rope_freqs.weight (values checked against llama.cpp's).
+TEST(TinyFidelityGguf, Llama32F32) { check_llama_cpp_gguf("tiny-llama32", "f32", 1e-3); }
+TEST(TinyFidelityGguf, Llama32F16) { check_llama_cpp_gguf("tiny-llama32", "f16", 5e-3); }
+TEST(TinyFidelityGguf, MistralHeadDimF16) { check_llama_cpp_gguf("tiny-mistral-hd", "f16", 5e-3); }
 
 }  // namespace
 }  // namespace pagoda

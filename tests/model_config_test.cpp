@@ -5,11 +5,13 @@
 
 #include <simdjson.h>
 
+#include <filesystem>
 #include <functional>
 #include <set>
 
 #include "formats_test_util.hpp"
 #include "model/model_inspect.hpp"
+#include "model/model_text.hpp"
 
 namespace pagoda::model {
 namespace {
@@ -84,6 +86,25 @@ TEST(ModelConfigGguf, SyntheticLlama) {
   EXPECT_EQ(c->rope_scaling.type, RopeScalingType::kNone);
   EXPECT_EQ(c->bos_token_id, 1);
   EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>{2});
+}
+
+// Qwen3 as llama.cpp writes it: qwen3.* keys, attention.key_length = head_dim
+// (here 32 != 64 / 4), no rope.dimension_count, NeoX rope, no biases.
+TEST(ModelConfigGguf, SyntheticQwen3) {
+  auto c = gguf_config(write_gguf("qwen3.gguf", "qwen3", {"qwen3.rope.dimension_count"},
+                                  [](test::GgufWriter& w) {
+                                    w.kv_u32("qwen3.attention.key_length", 32);
+                                    w.kv_u32("qwen3.attention.value_length", 32);
+                                  }));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->architecture, "qwen3");
+  EXPECT_EQ(c->head_dim, 32);
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_FALSE(c->rope_interleaved);
+  auto q2 = gguf_config(write_gguf("qwen2-noqk.gguf", "qwen2"));
+  ASSERT_TRUE(q2.ok()) << q2.error().message;
+  EXPECT_FALSE(q2->qk_norm);
 }
 
 TEST(ModelConfigGguf, SyntheticQwen2) {
@@ -266,6 +287,40 @@ std::string smol_with(const std::string& from, const std::string& to) {
   return s.replace(at, from.size(), to);
 }
 
+// Qwen/Qwen3-0.6B's config.json (transformers 4.51), and Qwen3Config's
+// defaults for what it leaves out (head_dim 128, no bos/eos, context 32768).
+TEST(ModelConfigHf, Qwen3) {
+  auto c = config_from_hf_json(test::write_file("qwen3.json", R"({
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+    "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000,
+    "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
+    "vocab_size": 151936})"));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->architecture, "qwen3");
+  EXPECT_EQ(c->head_dim, 128);  // != 1024 / 16
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_FALSE(c->rope_interleaved);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->max_context, 40960);
+  EXPECT_EQ(c->bos_token_id, 151643);
+  EXPECT_EQ(c->eos_token_ids, std::vector<int32_t>{151645});
+  auto d = config_from_hf_json(test::write_file("qwen3-defaults.json", R"({"model_type": "qwen3",
+    "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "intermediate_size": 512, "vocab_size": 1000})"));
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->head_dim, 128);
+  EXPECT_EQ(d->num_kv_heads, 4);
+  EXPECT_EQ(d->max_context, 32768);
+  EXPECT_EQ(d->bos_token_id, -1);
+  EXPECT_TRUE(d->eos_token_ids.empty());
+}
+
 TEST(ModelConfigHf, Errors) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {smol_with("\"hidden_size\": 576,", ""), "\"hidden_size\" is missing"},
@@ -321,6 +376,66 @@ TEST(ModelConfigHf, DirectoryMergesGenerationConfig) {
   auto direct = load_model_config(test::temp_dir() + "/hfdir/config.json");
   ASSERT_TRUE(direct.ok());
   EXPECT_EQ(direct->eos_token_ids, std::vector<int32_t>{2});
+}
+
+// An HF directory as published: transformers' "very large integer" in
+// tokenizer_config.json, a context length beyond the bound (clamped, with a
+// note), generation_config.json's eos ids as one integer or a list (an id
+// outside the vocabulary is ignored with a note, never a refusal).
+TEST(ModelConfigHf, DirectoryWithBigIntegersAndGenerationEos) {
+  test::write_file("bigint/config.json",
+                   smol_with("\"max_position_embeddings\": 8192",
+                             "\"max_position_embeddings\": 1000000000000000019884624838656"));
+  test::write_file("bigint/tokenizer_config.json",
+                   R"({"model_max_length": 1000000000000000019884624838656, "bos_token": "<s>"})");
+  test::write_file("bigint/generation_config.json",
+                   R"({"eos_token_id": [2, 0, 99999999999999999999999, 70000], "max_length": 1e30})");
+  auto c = load_model_config(test::temp_dir() + "/bigint");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->max_context, int64_t{1} << 21);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int32_t>{2, 0}));
+  ASSERT_EQ(c->notes.size(), 3u);
+  EXPECT_NE(c->notes[0].find("clamped to 2097152"), std::string::npos) << c->notes[0];
+  EXPECT_NE(c->notes[1].find("ignored"), std::string::npos) << c->notes[1];
+  EXPECT_NE(c->notes[2].find("70000"), std::string::npos) << c->notes[2];
+
+  test::write_file("bigint/generation_config.json", R"({"eos_token_id": 0})");
+  auto one = load_model_config(test::temp_dir() + "/bigint");
+  ASSERT_TRUE(one.ok()) << one.error().message;
+  EXPECT_EQ(one->eos_token_ids, (std::vector<int32_t>{2, 0}));
+  test::write_file("bigint/generation_config.json", R"({"eos_token_id": [0, 1],)");
+  auto broken = load_model_config(test::temp_dir() + "/bigint");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.error().message.find("generation_config.json: invalid JSON"), std::string::npos)
+      << broken.error().message;
+}
+
+// tokenizer_config.json with transformers' VERY_LARGE_INTEGER, read by both of
+// its readers (the tokenizer's special tokens, the chat template).
+TEST(ModelConfigHf, TokenizerConfigWithBigIntegerLoads) {
+  const std::string dir = test::temp_dir() + "/bigint-tok";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::string(PAGODA_TEST_DATA_DIR) + "/tokenizer/qwen2/tokenizer.json",
+                             dir + "/tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  test::write_file("bigint-tok/config.json", kSmolLm2Config);
+  test::write_file("bigint-tok/tokenizer_config.json",
+                   R"({"model_max_length": 1000000000000000019884624838656,)"
+                   R"( "eos_token": "<|im_end|>", "chat_template": "{{ messages[0].content }}"})");
+  auto text = load_model_text(dir);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  EXPECT_EQ(text->chat_template, "{{ messages[0].content }}");
+  EXPECT_EQ(text->eos_token, "<|im_end|>");
+}
+
+TEST(ModelConfigGguf, ContextLengthAboveTheBoundIsClamped) {
+  auto c = gguf_config(write_gguf("bigctx.gguf", "llama", {"llama.context_length"},
+                                            [](test::GgufWriter& w) {
+                                              w.kv_u64("llama.context_length", uint64_t{1} << 40);
+                                            }));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->max_context, int64_t{1} << 21);
+  ASSERT_EQ(c->notes.size(), 1u);
 }
 
 simdjson::dom::element parse(simdjson::dom::parser& parser, const std::string& json) {

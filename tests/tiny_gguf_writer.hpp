@@ -34,6 +34,11 @@ struct TinyGgufOptions {
   std::string drop;                       // a GGUF tensor name to leave out
   std::string bad_shape;                  // a GGUF tensor written with one row less
   std::string bad_type;                   // a GGUF 2-D tensor written as Q5_0 (unsupported)
+  bool f16 = false;                       // 2-D weights as F16 (llama.cpp's --outtype f16)
+  // When set: the metadata to write instead of this writer's own (a listing of
+  // what llama.cpp's converter wrote, tools/gen-arch-goldens.py: integers as
+  // u32, floats as f32, strings), so that the file is the converter's.
+  const simdjson::dom::object* metadata = nullptr;
 };
 
 inline std::string gguf_name_of(const std::string& hf) {
@@ -48,6 +53,7 @@ inline std::string gguf_name_of(const std::string& hf) {
       {"input_layernorm.", "attn_norm."}, {"self_attn.q_proj.", "attn_q."},
       {"self_attn.k_proj.", "attn_k."},   {"self_attn.v_proj.", "attn_v."},
       {"self_attn.o_proj.", "attn_output."}, {"post_attention_layernorm.", "ffn_norm."},
+      {"self_attn.q_norm.", "attn_q_norm."}, {"self_attn.k_norm.", "attn_k_norm."},
       {"mlp.gate_proj.", "ffn_gate."},    {"mlp.up_proj.", "ffn_up."},
       {"mlp.down_proj.", "ffn_down."}};
   const std::string prefix = "model.layers.";
@@ -118,17 +124,11 @@ inline std::vector<float> llama3_freq_factors(double theta, int64_t dim, double 
   return out;
 }
 
-// Writes <name>.gguf into the test temp dir from the HF dir `src`; returns its path.
-inline std::string write_tiny_gguf(const std::string& src, const std::string& name,
-                                   const TinyGgufOptions& opt = {}) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element cfg = parser.load(src + "/config.json");
-  const std::string arch = std::string(std::string_view(cfg["model_type"]));
+// This writer's own metadata (what the loader reads) for the HF config `cfg`.
+inline void write_own_metadata(GgufWriter& w, simdjson::dom::element cfg, const std::string& arch,
+                               int64_t D, double theta) {
   const int64_t H = int64_t(cfg["hidden_size"]), heads = int64_t(cfg["num_attention_heads"]);
-  const int64_t kv_heads = int64_t(cfg["num_key_value_heads"]), D = H / heads;
-  simdjson::dom::element rope = cfg["rope_parameters"];
-  const double theta = double(rope["rope_theta"]);
-  GgufWriter w;
+  const int64_t kv_heads = int64_t(cfg["num_key_value_heads"]);
   w.kv_str("general.architecture", arch);
   const std::string p = arch + ".";
   w.kv_u32(p + "block_count", uint32_t(int64_t(cfg["num_hidden_layers"])));
@@ -141,6 +141,36 @@ inline std::string write_tiny_gguf(const std::string& src, const std::string& na
   w.kv_u32(p + "rope.dimension_count", uint32_t(D));
   w.kv_f32(p + "rope.freq_base", float(theta));
   w.kv_f32(p + "attention.layer_norm_rms_epsilon", float(double(cfg["rms_norm_eps"])));
+  if (D != H / heads) {
+    w.kv_u32(p + "attention.key_length", uint32_t(D));
+    w.kv_u32(p + "attention.value_length", uint32_t(D));
+  }
+}
+
+// Writes <name>.gguf into the test temp dir from the HF dir `src`; returns its path.
+inline std::string write_tiny_gguf(const std::string& src, const std::string& name,
+                                   const TinyGgufOptions& opt = {}) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element cfg = parser.load(src + "/config.json");
+  const std::string model_type = std::string(std::string_view(cfg["model_type"]));
+  const std::string arch = model_type == "mistral" ? "llama" : model_type;  // as llama.cpp converts
+  const int64_t H = int64_t(cfg["hidden_size"]), heads = int64_t(cfg["num_attention_heads"]);
+  const int64_t kv_heads = int64_t(cfg["num_key_value_heads"]);
+  int64_t D = H / heads;
+  if (int64_t hd = 0; cfg["head_dim"].get(hd) == simdjson::SUCCESS) D = hd;
+  simdjson::dom::element rope = cfg["rope_parameters"];
+  const double theta = double(rope["rope_theta"]);
+  GgufWriter w;
+  if (opt.metadata != nullptr) {
+    for (auto [key, value] : *opt.metadata) {
+      const std::string k(key);
+      if (value.is_string()) w.kv_str(k, std::string(std::string_view(value)));
+      else if (value.is_int64()) w.kv_u32(k, uint32_t(int64_t(value)));
+      else w.kv_f32(k, float(double(value)));
+    }
+  } else {
+    write_own_metadata(w, cfg, arch, D, theta);
+  }
   if (std::string_view(rope["rope_type"]) == "llama3") {
     w.tensor(spec("rope_freqs.weight", {uint64_t(D / 2)}, 0,
                   f32_bytes(llama3_freq_factors(
@@ -170,6 +200,14 @@ inline std::string write_tiny_gguf(const std::string& src, const std::string& na
     }
     if (opt.q8_0 && matrix && dims[0] % 32 == 0 && !opt.keep_f32.count(g)) {
       w.tensor(spec(g, dims, 8, quantize_q8_0(v)));
+    } else if (opt.f16 && matrix) {
+      std::vector<uint8_t> half(v.size() * 2);
+      for (size_t i = 0; i < v.size(); ++i) {
+        const uint16_t h = gpu::fp32_to_fp16(v[i]);
+        half[2 * i] = uint8_t(h & 0xFF);
+        half[2 * i + 1] = uint8_t(h >> 8);
+      }
+      w.tensor(spec(g, dims, 1, std::move(half)));
     } else {
       w.tensor(spec(g, dims, 0, f32_bytes(v)));
     }

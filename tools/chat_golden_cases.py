@@ -150,10 +150,43 @@ def _stress():
     ]
 
 
+def _qwen3():
+    think = {"role": "assistant", "content": "<think>\nThe user asks about France.\n</think>\n\nParis."}
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        _tool_call("get_weather", {"city": "Paris"})]}
+    two_calls = {"role": "assistant", "content": "Checking.", "tool_calls": [
+        _tool_call("get_weather", "{\"city\": \"Paris\"}"),
+        _tool_call("get_time", {"tz": "Europe/Paris"}, "call_2")]}
+    tool_out = {"role": "tool", "content": "{\"temp\": 21, \"sky\": \"clear\"}", "tool_call_id": "call_1"}
+    tool_out2 = {"role": "tool", "content": "14:05", "tool_call_id": "call_2"}
+    answer = {"role": "assistant", "content": "It is 21°C."}
+    return _common() + [
+        _conv("think_history_stripped", [U1, think, U2]),
+        _conv("think_last_turn_kept", [U1, think], add_generation_prompt=False),
+        _conv("reasoning_content_field", [U1, {"role": "assistant", "content": "Paris.",
+                                               "reasoning_content": "thinking..."}, U2]),
+        _conv("reasoning_content_last", [U1, {"role": "assistant", "content": "Paris.",
+                                              "reasoning_content": "thinking..."}],
+              add_generation_prompt=False),
+        _conv("enable_thinking_false", [U1], extra_context={"enable_thinking": False}),
+        _conv("enable_thinking_true", [U1], extra_context={"enable_thinking": True}),
+        _conv("tools_with_system", [SYS, U1], tools=[WEATHER_TOOL, TIME_TOOL]),
+        _conv("tools_without_system", [U1], tools=[WEATHER_TOOL]),
+        _conv("tool_call_and_response", [SYS, U1, call, tool_out], tools=[WEATHER_TOOL]),
+        _conv("tool_call_then_answer", [U1, call, tool_out, answer, U2], tools=[WEATHER_TOOL]),
+        _conv("two_tool_calls_two_responses", [U1, two_calls, tool_out, tool_out2],
+              tools=[WEATHER_TOOL, TIME_TOOL]),
+        _conv("tool_response_in_user_turn", [U1, {"role": "user", "content": "<tool_response>x</tool_response>"},
+                                             A1, U2]),
+        _conv("system_only", [SYS]),
+    ]
+
+
 CONVERSATIONS = {
     "smollm2": _smollm2(),
     "deepseek-r1-distill-qwen": _deepseek(),
     "phi-4-mini-instruct": _phi4(),
+    "qwen3": _qwen3(),
     "stress": _stress(),
 }
 

@@ -6,6 +6,11 @@ Makes:
   tests/data/chat/smollm2.jinja            SmolLM2's template, read from the GGUF
                                            (tokenizer.chat_template)
   tests/data/chat/<name>.jinja             copies of ../shared/chat-templates/*.jinja
+  tests/data/chat/qwen3.jinja              Qwen/Qwen3-0.6B's tokenizer_config.json
+                                           chat_template, as llama.cpp vendors it
+                                           (models/templates/Qwen-Qwen3-0.6B.jinja;
+                                           env PAGODA_LLAMA_CPP: the llama.cpp sources;
+                                           when unset the existing copy is reused)
   tests/data/chat/<name>.cases.json        conversations and the rendered prompt
                                            (or the error jinja2 raised) per template
   tests/data/chat/snippets.json            small templates with jinja2's output/error
@@ -62,6 +67,8 @@ FAMILIES = {
     "smollm2": ("<|im_start|>", "<|im_end|>"),  # GGUF bos id 1 / eos id 2
     "deepseek-r1-distill-qwen": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
     "phi-4-mini-instruct": ("<|endoftext|>", "<|endoftext|>"),
+    # Qwen3's tokenizer_config.json: bos_token null (the template uses none), eos <|im_end|>.
+    "qwen3": ("<|endoftext|>", "<|im_end|>"),
     "stress": ("<s>", "</s>"),
 }
 
@@ -78,6 +85,14 @@ def extract_smollm2():
         dst.write_text(reader.fields["tokenizer.chat_template"].contents(), encoding="utf-8")
     elif not dst.exists():
         sys.exit(f"no model at {MODEL} and no existing {dst}")
+
+
+def copy_qwen3():
+    src = os.environ.get("PAGODA_LLAMA_CPP")
+    if src:
+        shutil.copyfile(pathlib.Path(src) / "models" / "templates" / "Qwen-Qwen3-0.6B.jinja", OUT / "qwen3.jinja")
+    elif not (OUT / "qwen3.jinja").exists():
+        sys.exit("no PAGODA_LLAMA_CPP and no existing tests/data/chat/qwen3.jinja")
 
 
 def copy_shared():
@@ -151,6 +166,7 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     extract_smollm2()
     copy_shared()
+    copy_qwen3()
     gen_conversations()
     gen_snippets()
 

@@ -1,0 +1,89 @@
+// The per-architecture descriptions (see architecture.hpp).
+#include "model/architecture.hpp"
+
+namespace pagoda::model {
+
+namespace {
+
+// transformers' defaults: LlamaConfig (context 2048, bos 1, eos 2),
+// MistralConfig (4096 * 32, bos 1, eos 2), Qwen2Config (32768, no bos/eos
+// ids), Qwen3Config (32768, no bos/eos ids, head_dim 128).
+constexpr Architecture kArchitectures[] = {
+    // name      gguf      qkv_b  o_b   qk_n   perm   ctx     bos eos head_dim
+    {"llama",   "llama",  false, true,  false, true,  2048,   1,  2,  0},
+    {"mistral", nullptr,  false, true,  false, true,  131072, 1,  2,  0},
+    {"qwen2",   "qwen2",  true,  false, false, false, 32768,  -1, -1, 0},
+    {"qwen3",   "qwen3",  false, true,  true,  false, 32768,  -1, -1, 128},
+};
+
+struct RoleNames {
+  const char* gguf;  // after "blk.N." for layer roles
+  const char* hf;    // after "model.layers.N." for layer roles
+  bool layer;
+};
+
+// The names every supported family uses, indexed by TensorRole.
+constexpr RoleNames kNames[] = {
+    {"token_embd.weight", "model.embed_tokens.weight", false},           // kEmbed
+    {"attn_norm.weight", "input_layernorm.weight", true},                // kAttnNorm
+    {"attn_q.weight", "self_attn.q_proj.weight", true},                  // kQ
+    {"attn_k.weight", "self_attn.k_proj.weight", true},                  // kK
+    {"attn_v.weight", "self_attn.v_proj.weight", true},                  // kV
+    {"attn_q.bias", "self_attn.q_proj.bias", true},                      // kQBias
+    {"attn_k.bias", "self_attn.k_proj.bias", true},                      // kKBias
+    {"attn_v.bias", "self_attn.v_proj.bias", true},                      // kVBias
+    {"attn_output.weight", "self_attn.o_proj.weight", true},             // kO
+    {"attn_output.bias", "self_attn.o_proj.bias", true},                 // kOBias
+    {"attn_q_norm.weight", "self_attn.q_norm.weight", true},             // kQNorm
+    {"attn_k_norm.weight", "self_attn.k_norm.weight", true},             // kKNorm
+    {"ffn_norm.weight", "post_attention_layernorm.weight", true},        // kFfnNorm
+    {"ffn_gate.weight", "mlp.gate_proj.weight", true},                   // kGate
+    {"ffn_up.weight", "mlp.up_proj.weight", true},                       // kUp
+    {"ffn_down.weight", "mlp.down_proj.weight", true},                   // kDown
+    {"output_norm.weight", "model.norm.weight", false},                  // kFinalNorm
+    {"output.weight", "lm_head.weight", false},                          // kOutput
+};
+static_assert(std::size(kNames) == size_t(TensorRole::kOutput) + 1);
+
+}  // namespace
+
+const Architecture* find_hf_architecture(std::string_view model_type) {
+  for (const Architecture& a : kArchitectures) {
+    if (model_type == a.name) return &a;
+  }
+  return nullptr;
+}
+
+const Architecture* find_gguf_architecture(std::string_view gguf_name) {
+  for (const Architecture& a : kArchitectures) {
+    if (a.gguf_name != nullptr && gguf_name == a.gguf_name) return &a;
+  }
+  return nullptr;
+}
+
+const Architecture* find_architecture(std::string_view name) { return find_hf_architecture(name); }
+
+std::string supported_hf_architectures() {
+  std::string out;
+  for (const Architecture& a : kArchitectures) out += (out.empty() ? "" : ", ") + std::string(a.name);
+  return out;
+}
+
+std::string supported_gguf_architectures() {
+  std::string out;
+  for (const Architecture& a : kArchitectures) {
+    if (a.gguf_name != nullptr) out += (out.empty() ? "" : ", ") + std::string(a.gguf_name);
+  }
+  return out;
+}
+
+std::string tensor_name(const Architecture& /*arch: one shared table today*/, bool gguf,
+                        TensorRole role, int32_t layer) {
+  const RoleNames& n = kNames[size_t(role)];
+  const std::string base = gguf ? n.gguf : n.hf;
+  if (!n.layer) return base;
+  const std::string l = std::to_string(layer);
+  return (gguf ? "blk." + l + "." : "model.layers." + l + ".") + base;
+}
+
+}  // namespace pagoda::model

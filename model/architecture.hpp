@@ -1,0 +1,69 @@
+// Architecture: the small description of one decoder-only model family that
+// drives the single forward pass (model/llama_model.hpp), the config readers
+// (model/model_config.hpp) and the weight loader (model/llama_weights.hpp).
+// Adding a family adds a row to the table in architecture.cpp (and its
+// tests), not a second copy of the forward.
+//
+// Every supported family is a pre-norm decoder: per layer
+//   x += attn(norm_attn(x));  x += mlp(norm_ffn(x))
+// with RMSNorm (weight only, no offset), a gated SiLU MLP (down(silu(gate) *
+// up)), RoPE on every head dimension, full attention in every layer and no
+// logit soft-cap. What differs, and is described here:
+//  - the attention projections' biases (qkv_bias, o_bias_with_attention_bias);
+//  - per-head RMSNorm of q and k before RoPE (qk_norm, Qwen3);
+//  - whether llama.cpp's converter permuted the GGUF Q/K rows (then RoPE pairs
+//    (2i, 2i + 1); see ModelConfig's RoPE pairing rule);
+//  - transformers' config-class defaults for absent config.json fields;
+//  - the tensor names, in GGUF and in HF safetensors (one shared table: the
+//    families name their tensors alike).
+// Features other families need (sliding windows per layer, soft-caps,
+// Gemma's (1 + w) norms and GELU, MoE MLPs) are new fields here, each with one
+// op in the forward.
+//
+// Thread-safety: the table is immutable; every function is reentrant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace pagoda::model {
+
+// The role of one tensor in the forward pass.
+enum class TensorRole {
+  kEmbed, kAttnNorm, kQ, kK, kV, kQBias, kKBias, kVBias, kO, kOBias,
+  kQNorm, kKNorm,  // per-head q/k norms [head_dim] (qk_norm)
+  kFfnNorm, kGate, kUp, kDown, kFinalNorm, kOutput
+};
+
+struct Architecture {
+  const char* name;       // ModelConfig::architecture and HF model_type
+  const char* gguf_name;  // general.architecture, or nullptr (HF only, e.g. mistral)
+  bool qkv_bias;          // q/k/v projections always carry biases (qwen2)
+  // config.json's attention_bias also puts a bias on o_proj (Llama, Mistral).
+  bool o_bias_with_attention_bias;
+  bool qk_norm;           // RMSNorm of each head's q and k (weights [head_dim]) before RoPE
+  bool gguf_qk_permuted;  // llama.cpp's converter permuted attn_q / attn_k rows
+  // transformers' defaults of the config class for absent fields.
+  int32_t hf_default_context;  // max_position_embeddings
+  int32_t hf_default_bos;      // bos_token_id (-1: none)
+  int32_t hf_default_eos;      // eos_token_id (-1: none)
+  int32_t hf_default_head_dim;  // head_dim (0: hidden_size / num_attention_heads)
+};
+
+// The description of an HF model_type / a GGUF general.architecture; nullptr
+// when unsupported.
+const Architecture* find_hf_architecture(std::string_view model_type);
+const Architecture* find_gguf_architecture(std::string_view gguf_name);
+// The description of ModelConfig::architecture (an HF name); nullptr when unknown.
+const Architecture* find_architecture(std::string_view name);
+
+// "llama, mistral, qwen2, qwen3" (HF) / "llama, qwen2, qwen3" (GGUF), for errors.
+std::string supported_hf_architectures();
+std::string supported_gguf_architectures();
+
+// The tensor's name in a GGUF file (gguf) or in HF safetensors; `layer` is
+// ignored for the model-level roles (embedding, final norm, output).
+std::string tensor_name(const Architecture& arch, bool gguf, TensorRole role, int32_t layer);
+
+}  // namespace pagoda::model

@@ -1,0 +1,30 @@
+// The bounds validate_config enforces, and the helpers both config readers
+// (model_config.cpp: GGUF, hf_config.cpp: HF JSON) use for values they adjust
+// rather than refuse. Internal to model/.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "model/model_config.hpp"
+
+namespace pagoda::model {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// validate_config's bounds (see model_config.hpp).
+constexpr int64_t kMaxLayers = 1024, kMaxHidden = 65536, kMaxHeads = 1024, kMaxHeadDim = 1024;
+constexpr int64_t kMaxIntermediate = int64_t{1} << 20, kMaxVocab = int64_t{1} << 22;
+constexpr int64_t kMaxContext = int64_t{1} << 21;  // 2 M tokens (the longest models: ~1 M)
+
+// Records a note about a value the loader adjusted or ignored (ModelConfig::
+// notes) and logs it to stderr.
+void add_config_note(ModelConfig& c, std::string note);
+
+// A context length above kMaxContext (e.g. 10 M tokens, or transformers'
+// "very large integer") is clamped to it with a note naming `source`: the
+// model stays usable up to the bound.
+int64_t clamp_context(int64_t ctx, const std::string& source, ModelConfig& c);
+
+}  // namespace pagoda::model

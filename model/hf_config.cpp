@@ -1,0 +1,303 @@
+// ModelConfig from a HuggingFace directory's config.json and
+// generation_config.json (see model_config.hpp).
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "model/architecture.hpp"
+#include "model/config_limits.hpp"
+#include "model/json_file.hpp"
+#include "model/model_config.hpp"
+
+namespace pagoda::model {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- HF config.json ---------------------------------------------------------
+
+const char* json_type_name(simdjson::dom::element el) {
+  switch (el.type()) {
+    case simdjson::dom::element_type::ARRAY:
+      return "array";
+    case simdjson::dom::element_type::OBJECT:
+      return "object";
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+      return "integer";
+    case simdjson::dom::element_type::DOUBLE:
+      return "number";
+    case simdjson::dom::element_type::STRING:
+      return "string";
+    case simdjson::dom::element_type::BOOL:
+      return "bool";
+    case simdjson::dom::element_type::NULL_VALUE:
+      return "null";
+  }
+  return "?";
+}
+
+// Typed access to the fields of one JSON object; errors name the file and key.
+// A null field counts as absent (HF writes e.g. "head_dim": null).
+class JsonFields {
+ public:
+  JsonFields(simdjson::dom::object obj, const std::string& path) : obj_(obj), path_(path) {}
+
+  bool lookup(std::string_view key, simdjson::dom::element& el) const {
+    return obj_.at_key(key).get(el) == simdjson::SUCCESS && !el.is_null();
+  }
+  Error missing(std::string_view key) const {
+    return make_error(path_ + ": \"" + std::string(key) + "\" is missing");
+  }
+  Error wrong_type(std::string_view key, const char* expected, simdjson::dom::element el) const {
+    return make_error(path_ + ": \"" + std::string(key) + "\" must be " + expected + " (got " +
+                      json_type_name(el) + ")");
+  }
+  Result<int32_t> int32_or(std::string_view key, int32_t fallback) const {
+    simdjson::dom::element el;
+    if (!lookup(key, el)) return fallback;
+    int64_t v = 0;
+    if (el.get(v) != simdjson::SUCCESS) return wrong_type(key, "an integer", el);
+    if (v < std::numeric_limits<int32_t>::min() || v > kInt32Max) {
+      return make_error(path_ + ": \"" + std::string(key) + "\" value " + std::to_string(v) +
+                        " is out of range");
+    }
+    return static_cast<int32_t>(v);
+  }
+  // A non-negative count that may be huge: an integer, or an integral float
+  // (integers beyond 64 bits read as floats); values above INT64_MAX saturate.
+  Result<int64_t> int64_or(std::string_view key, int64_t fallback) const {
+    simdjson::dom::element el;
+    if (!lookup(key, el)) return fallback;
+    int64_t i = 0;
+    uint64_t u = 0;
+    double d = 0;
+    if (el.get(i) == simdjson::SUCCESS && i >= 0) return i;
+    if (el.get(u) == simdjson::SUCCESS) return int64_t(std::numeric_limits<int64_t>::max());
+    if (el.get(d) == simdjson::SUCCESS && d >= 0 && std::floor(d) == d) {
+      return d >= 9.2e18 ? std::numeric_limits<int64_t>::max() : int64_t(d);
+    }
+    return wrong_type(key, "a non-negative integer", el);
+  }
+  Result<int32_t> int32(std::string_view key) const {
+    simdjson::dom::element el;
+    if (!lookup(key, el)) return missing(key);
+    return int32_or(key, 0);
+  }
+  Result<double> number_or(std::string_view key, double fallback) const {
+    simdjson::dom::element el;
+    if (!lookup(key, el)) return fallback;
+    double v = 0;
+    if (!el.is_number() || el.get(v) != simdjson::SUCCESS) return wrong_type(key, "a number", el);
+    return v;
+  }
+  Result<double> number(std::string_view key) const {
+    simdjson::dom::element el;
+    if (!lookup(key, el)) return missing(key);
+    return number_or(key, 0.0);
+  }
+  Result<bool> boolean_or(std::string_view key, bool fallback) const {
+    simdjson::dom::element el;
+    if (!lookup(key, el)) return fallback;
+    bool v = false;
+    if (el.get(v) != simdjson::SUCCESS) return wrong_type(key, "a bool", el);
+    return v;
+  }
+  Result<std::string> string(std::string_view key) const {
+    simdjson::dom::element el;
+    if (!lookup(key, el)) return missing(key);
+    std::string_view v;
+    if (el.get(v) != simdjson::SUCCESS) return wrong_type(key, "a string", el);
+    return std::string(v);
+  }
+  // An integer or an array of integers (eos_token_id); absent gives {}.
+  Result<std::vector<int32_t>> int32_list(std::string_view key) const {
+    simdjson::dom::element el;
+    if (!lookup(key, el)) return std::vector<int32_t>{};
+    simdjson::dom::array arr;
+    if (el.get(arr) != simdjson::SUCCESS) {
+      auto one = int32_or(key, 0);
+      if (!one) return one.error();
+      return std::vector<int32_t>{*one};
+    }
+    std::vector<int32_t> out;
+    for (simdjson::dom::element e : arr) {
+      int64_t v = 0;
+      if (e.get(v) != simdjson::SUCCESS || v < 0 || v > kInt32Max) {
+        return wrong_type(key, "an integer or a list of non-negative integers", e);
+      }
+      out.push_back(static_cast<int32_t>(v));
+    }
+    return out;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  simdjson::dom::object obj_;
+  const std::string& path_;
+};
+
+// Loads and parses a JSON object file (integers beyond 64 bits read as floats,
+// model/json_file.hpp). The object lives as long as `parser`.
+Result<simdjson::dom::object> load_json_object(const std::string& path,
+                                               simdjson::dom::parser& parser) {
+  auto doc = load_json_file(path, parser);
+  if (!doc) return doc.error();
+  simdjson::dom::object obj;
+  if (doc->get(obj) != simdjson::SUCCESS) return make_error(path + ": not a JSON object");
+  return obj;
+}
+
+Result<void> read_hf_sizes(const JsonFields& f, const Architecture& arch, ModelConfig& c) {
+  const std::pair<const char*, int32_t*> required[] = {{"num_hidden_layers", &c.num_layers},
+                                                       {"hidden_size", &c.hidden_size},
+                                                       {"num_attention_heads", &c.num_heads},
+                                                       {"intermediate_size", &c.intermediate_size},
+                                                       {"vocab_size", &c.vocab_size}};
+  for (const auto& [key, out] : required) {
+    auto v = f.int32(key);
+    if (!v) return v.error();
+    *out = *v;
+  }
+  auto kv = f.int32_or("num_key_value_heads", c.num_heads);
+  if (!kv) return kv.error();
+  c.num_kv_heads = *kv;
+  const int32_t default_head_dim = arch.hf_default_head_dim > 0 ? arch.hf_default_head_dim
+                                   : c.num_heads > 0             ? c.hidden_size / c.num_heads
+                                                                 : 0;
+  auto head_dim = f.int32_or("head_dim", default_head_dim);
+  if (!head_dim) return head_dim.error();
+  c.head_dim = *head_dim;
+  auto ctx = f.int64_or("max_position_embeddings", arch.hf_default_context);
+  if (!ctx) return ctx.error();
+  c.max_context = clamp_context(*ctx, f.path(), c);
+  auto eps = f.number_or("rms_norm_eps", 1e-6);
+  if (!eps) return eps.error();
+  c.rms_norm_eps = *eps;
+  return {};
+}
+
+// RoPE settings: transformers < 5 writes top-level "rope_theta" and an optional
+// "rope_scaling" object; transformers >= 5 writes one "rope_parameters" object
+// holding rope_theta, rope_type and the scaling fields.
+Result<void> read_hf_rope(const JsonFields& f, ModelConfig& c) {
+  auto theta = f.number_or("rope_theta", 10000.0);
+  if (!theta) return theta.error();
+  c.rope_theta = *theta;
+  simdjson::dom::element el;
+  const char* key = f.lookup("rope_parameters", el) ? "rope_parameters" : "rope_scaling";
+  if (!f.lookup(key, el)) return {};
+  simdjson::dom::object obj;
+  if (el.get(obj) != simdjson::SUCCESS) return f.wrong_type(key, "an object", el);
+  const JsonFields rs(obj, f.path());
+  auto params_theta = rs.number_or("rope_theta", c.rope_theta);
+  if (!params_theta) return params_theta.error();
+  c.rope_theta = *params_theta;
+  auto type = rs.lookup("rope_type", el) ? rs.string("rope_type") : rs.string("type");
+  if (!type) return type.error();
+  RopeScaling& out = c.rope_scaling;
+  if (*type == "default") return {};
+  if (*type != "linear" && *type != "llama3") {
+    return make_error(f.path() + ": unsupported rope_scaling type '" + *type +
+                      "' (supported: default, linear, llama3)");
+  }
+  auto factor = rs.number("factor");
+  if (!factor) return factor.error();
+  out.factor = *factor;
+  out.type = RopeScalingType::kLinear;
+  if (*type == "linear") return {};
+  out.type = RopeScalingType::kLlama3;
+  auto low = rs.number("low_freq_factor");
+  auto high = rs.number("high_freq_factor");
+  auto orig = rs.int32("original_max_position_embeddings");
+  if (!low) return low.error();
+  if (!high) return high.error();
+  if (!orig) return orig.error();
+  out.low_freq_factor = *low;
+  out.high_freq_factor = *high;
+  out.original_max_position_embeddings = *orig;
+  return {};
+}
+
+Result<void> read_hf_flags(const JsonFields& f, const Architecture& arch, ModelConfig& c) {
+  auto bos = f.int32_or("bos_token_id", arch.hf_default_bos);
+  if (!bos) return bos.error();
+  c.bos_token_id = *bos;
+  simdjson::dom::element el;
+  const std::vector<int32_t> default_eos =
+      arch.hf_default_eos >= 0 ? std::vector<int32_t>{arch.hf_default_eos} : std::vector<int32_t>{};
+  auto eos = f.lookup("eos_token_id", el) ? f.int32_list("eos_token_id")
+                                          : Result<std::vector<int32_t>>(default_eos);
+  if (!eos) return eos.error();
+  c.eos_token_ids = *eos;
+  auto tie = f.boolean_or("tie_word_embeddings", false);
+  if (!tie) return tie.error();
+  c.tie_word_embeddings = *tie;
+  auto bias = f.boolean_or("attention_bias", false);
+  if (!bias) return bias.error();
+  c.attention_bias = arch.qkv_bias || *bias;  // Qwen2 always has q/k/v biases
+  c.qk_norm = arch.qk_norm;
+  c.rope_interleaved = false;  // HF checkpoints use rotate_half pairing
+  return {};
+}
+
+}  // namespace
+
+Result<ModelConfig> config_from_hf_json(const std::string& path) {
+  simdjson::dom::parser parser;
+  auto obj = load_json_object(path, parser);
+  if (!obj) return obj.error();
+  const JsonFields f(*obj, path);
+  auto type = f.string("model_type");
+  if (!type) return type.error();
+  const Architecture* arch = find_hf_architecture(*type);
+  if (arch == nullptr) {
+    return make_error(path + ": unsupported model_type '" + *type +
+                      "' (supported: " + supported_hf_architectures() + ")");
+  }
+  ModelConfig c;
+  c.architecture = arch->name;
+  if (auto ok = read_hf_sizes(f, *arch, c); !ok) return ok.error();
+  if (auto ok = read_hf_rope(f, c); !ok) return ok.error();
+  if (auto ok = read_hf_flags(f, *arch, c); !ok) return ok.error();
+  if (auto ok = validate_config(c, path); !ok) return ok.error();
+  return c;
+}
+
+// Adds the eos ids of generation_config.json (when present) to c: an integer
+// or a list of them. An entry that is not an integer of the vocabulary is
+// ignored with a note (the file only refines generation defaults); a file that
+// is not JSON is an Error.
+Result<void> merge_generation_config(const std::string& path, ModelConfig& c) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return {};
+  simdjson::dom::parser parser;
+  auto obj = load_json_object(path, parser);
+  if (!obj) return obj.error();
+  simdjson::dom::element el;
+  if (!JsonFields(*obj, path).lookup("eos_token_id", el)) return {};
+  std::vector<simdjson::dom::element> entries;
+  if (simdjson::dom::array arr; el.get(arr) == simdjson::SUCCESS) {
+    for (simdjson::dom::element e : arr) entries.push_back(e);
+  } else {
+    entries.push_back(el);
+  }
+  for (simdjson::dom::element e : entries) {
+    int64_t id = -1;
+    if (e.get(id) != simdjson::SUCCESS || id < 0 || id >= c.vocab_size) {
+      add_config_note(c, path + ": eos_token_id entry " + simdjson::to_string(e) +
+                      " ignored (not a token id of the vocabulary)");
+      continue;
+    }
+    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
+      c.eos_token_ids.push_back(int32_t(id));
+    }
+  }
+  return validate_config(c, path);
+}
+
+}  // namespace pagoda::model

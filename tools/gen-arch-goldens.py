@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Tiny random models of the architectures beyond Llama/Qwen2, made with
+transformers' own config and model classes, their HF fp32 logits, and their
+GGUF conversions by llama.cpp's convert_hf_to_gguf.py (the references for the
+architecture descriptions of model/architecture.hpp).
+
+Makes, under tests/data/logits/:
+  tiny-qwen3/          Qwen3 (per-head q/k RMSNorm, explicit head_dim 32 with
+                       hidden 96 / 6 heads, GQA 6:2, tied embeddings, no bias):
+                       config.json + model.safetensors (fp32)
+  tiny-mistral-hd/     Mistral-Nemo style: head_dim 32 != hidden 96 / 6 heads,
+                       untied, rope_theta 1e6
+  tiny-llama32/        Llama-3.2 style: llama3 rope scaling (factor 32, original
+                       context 64, so that positions of the 19-token sequence
+                       cross the smoothing band), tied embeddings, theta 5e5
+  tiny-<name>.json     input ids and the HF logits of every position
+                       (float32 values in JSON lists, [seq][pos][vocab])
+  tiny-<name>.gguf.json  what llama.cpp's converter writes for the model, as F32
+                       and as F16: every tensor's name, GGUF dims and type (and
+                       the values of rope_freqs.weight, llama3 scaling), and
+                       the metadata keys with their values (token lists left
+                       out). The GGUF files themselves are not committed
+                       (*.gguf is git-ignored); tests/tiny_gguf_writer.hpp makes
+                       them at test time from the committed safetensors and the
+                       test checks its output against this listing.
+
+The converter needs a tokenizer; these models have none (the forward pass is
+what is checked), so the converter's set_vocab is replaced by a no-op: the
+GGUF holds no tokenizer.ggml.* keys and its vocabulary size comes from
+token_embd.weight.
+
+Run (the venv of tools/requirements-golden.txt plus the PyPI `gguf` package):
+    /work/wt/gold/bin/python tools/gen-arch-goldens.py \
+        --llama-cpp /path/to/llama.cpp   # the sources: convert_hf_to_gguf.py, conversion/, gguf-py/
+"""
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+import torch
+from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM)
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+OUT = ROOT / "tests" / "data" / "logits"
+
+COMMON = dict(hidden_size=96, num_attention_heads=6, num_key_value_heads=2, head_dim=32,
+              intermediate_size=200, num_hidden_layers=3, vocab_size=517,
+              max_position_embeddings=256, rms_norm_eps=1e-6, dtype="float32")
+
+# Runs llama.cpp's converter with set_vocab replaced by a no-op.
+CONVERT = r"""
+import sys
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/gguf-py"]
+import conversion.base as base
+base.TextModel.set_vocab = lambda self: None
+import conversion.qwen as qwen, conversion.llama as llama
+for cls in (qwen.Qwen2Model, qwen.Qwen3Model, llama.LlamaModel):
+    cls.set_vocab = lambda self: None
+import convert_hf_to_gguf
+sys.argv = ["convert_hf_to_gguf.py"] + sys.argv[2:]
+convert_hf_to_gguf.main()
+"""
+
+
+def tiny(name, model):
+    torch.manual_seed(1234)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.2)
+    model.eval()
+    d = OUT / name
+    model.save_pretrained(d, safe_serialization=True)
+    if (d / "generation_config.json").exists():
+        os.remove(d / "generation_config.json")
+    g = torch.Generator().manual_seed(99)
+    vocab = model.config.vocab_size
+    seqs = [torch.randint(0, vocab, (n,), generator=g).tolist() for n in (1, 7, 19)]
+    out = []
+    for ids in seqs:
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0].float().numpy()
+        out.append({"ids": ids, "logits": [[float(v) for v in row] for row in logits]})
+    (OUT / f"{name}.json").write_text(json.dumps({"sequences": out}) + "\n")
+    return d
+
+
+def listing(path, llama_cpp):
+    sys.path[:0] = [str(llama_cpp / "gguf-py")]
+    import gguf  # noqa: E402  (llama.cpp's own gguf-py: the reader of its writer)
+    r = gguf.GGUFReader(str(path))
+    meta = {}
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or f.name.startswith("tokenizer.ggml."):
+            continue
+        v = f.contents()
+        meta[f.name] = v if not isinstance(v, float) else float("%.9g" % v)
+    tensors = []
+    for t in r.tensors:
+        rec = {"name": t.name, "dims": [int(x) for x in t.shape], "type": t.tensor_type.name}
+        if t.name == "rope_freqs.weight":  # llama3 scaling as llama.cpp computes it
+            rec["values"] = [float(x) for x in t.data]
+        tensors.append(rec)
+    return {"metadata": meta, "tensors": tensors}
+
+
+def convert(d, name, llama_cpp):
+    result = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for outtype in ("f32", "f16"):
+            path = pathlib.Path(tmp) / f"{name}-{outtype}.gguf"
+            subprocess.run([sys.executable, "-c", CONVERT, str(llama_cpp), str(d), "--outtype",
+                            outtype, "--outfile", str(path)], check=True)
+            result[outtype] = listing(path, llama_cpp)
+    (OUT / f"{name}.gguf.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--llama-cpp", type=pathlib.Path, required=True)
+    a = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    qwen3 = Qwen3Config(**COMMON, rope_theta=1000000.0, tie_word_embeddings=True)
+    convert(tiny("tiny-qwen3", Qwen3ForCausalLM(qwen3)), "tiny-qwen3", a.llama_cpp)
+    mistral = MistralConfig(**COMMON, rope_theta=1000000.0, tie_word_embeddings=False,
+                            sliding_window=None)
+    convert(tiny("tiny-mistral-hd", MistralForCausalLM(mistral)), "tiny-mistral-hd", a.llama_cpp)
+    llama32 = LlamaConfig(**dict(COMMON, head_dim=16), rope_theta=500000.0, tie_word_embeddings=True,
+                          rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                        "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
+    convert(tiny("tiny-llama32", LlamaForCausalLM(llama32)), "tiny-llama32", a.llama_cpp)
+
+
+if __name__ == "__main__":
+    main()
