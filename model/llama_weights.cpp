@@ -1,8 +1,10 @@
 #include "model/llama_weights.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -11,6 +13,7 @@
 #include "model/gguf_file.hpp"
 #include "model/safetensors_file.hpp"
 #include "model/weight_check.hpp"
+#include "gpu/quant_format.hpp"
 #include "gpu/cpu/half_matmul.hpp"
 #include "gpu/cpu/quant_packed.hpp"
 
@@ -86,8 +89,9 @@ class WeightFile {
       auto fmt = gpu::weight_format_from_ggml(info->raw_type);
       if (!fmt) {
         return make_error(path_ + ": tensor " + name + " has type " +
-                          ggml_type_name(info->raw_type) +
-                          ", which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                          ggml_type_name(info->raw_type) + " (ggml type id " +
+                          std::to_string(info->raw_type) + "), which is not supported; "
+                          "supported types: " + supported_type_names());
       }
       t.format = *fmt;
       for (auto it = info->dims.rbegin(); it != info->dims.rend(); ++it) {
@@ -161,14 +165,57 @@ std::vector<float> to_f32(WeightFormat f, const void* data, int64_t n) {
   return out;
 }
 
+// ---- formats the CPU kernels lack ------------------------------------------------
+
+// Whether the CPU matmul runs format f as stored: F32, the 16-bit formats
+// (packed), and the block formats with packed int8 kernels (Q8_0/Q4_0/Q4_1).
+bool cpu_runs(WeightFormat f) {
+  return f == WeightFormat::F32 || f == WeightFormat::F16 || f == WeightFormat::BF16 ||
+         gpu::cpu::packed_tile_bytes(f) > 0;
+}
+
+// Whether a weight of format f is converted to Q8_0 at load: the CPU
+// backend in quantized mode, for a block format without CPU kernels (Q5_x,
+// the K-quants, IQ4_*): Q8_0 keeps the int8 kernels' speed and a quarter of
+// fp32's memory, at an extra rounding of at most half a Q8_0 step.
+bool cpu_requantizes(const gpu::Backend& b, WeightPrecision p, WeightFormat f) {
+  return b.kind() == gpu::BackendKind::kCpu && p == WeightPrecision::kQuantized &&
+         gpu::is_block_quantized(f) && !cpu_runs(f);
+}
+
+// W[n, k] (any format, k % 32 == 0) as Q8_0 rows, appended to `out`; one
+// row of fp32 scratch at a time, never the whole tensor.
+void append_q8_0(const LinearWeight& w, std::vector<uint8_t>& out) {
+  const int64_t row_q8 = gpu::storage_bytes(WeightFormat::Q8_0, w.k);
+  const size_t at = out.size();
+  out.resize(at + size_t(w.n * row_q8));
+  std::vector<float> row(size_t(w.k));  // [k]
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = 0; r < w.n; ++r) {
+    gpu::dequantize_row(w.format, src + r * w.row_bytes(), row.data(), w.k);
+    gpu::quantize_q8_0(row.data(), out.data() + at + r * row_q8, w.k);
+  }
+}
+
 // Stacks the rows of same-width tensors into one weight [n, k]: their blocks
-// as they are (quantized mode, one block format for all), else fp32. The
-// result views `bytes` or `floats`.
+// as they are (quantized mode, one block format for all); Q8_0 when
+// `to_q8` (the CPU in quantized mode) and the formats differ but one of
+// them lacks CPU kernels; else fp32. The result views `bytes` or `floats`.
 LinearWeight stack_rows(const std::vector<TensorRef>& parts, int64_t n, int64_t k,
-                        WeightPrecision precision, std::vector<uint8_t>& bytes,
+                        WeightPrecision precision, bool to_q8, std::vector<uint8_t>& bytes,
                         std::vector<float>& floats) {
-  bool same = true;
-  for (const TensorRef& t : parts) same = same && t.format == parts[0].format;
+  bool same = true, blocks = true, lacking = false;
+  for (const TensorRef& t : parts) {
+    same = same && t.format == parts[0].format;
+    blocks = blocks && gpu::is_block_quantized(t.format);
+    lacking = lacking || !cpu_runs(t.format);
+  }
+  if (!same && blocks && lacking && to_q8 && precision == WeightPrecision::kQuantized) {
+    for (const TensorRef& t : parts) {
+      append_q8_0(LinearWeight{t.format, t.shape[0], k, t.data}, bytes);
+    }
+    return LinearWeight{WeightFormat::Q8_0, n, k, bytes.data()};
+  }
   if (same && gpu::is_block_quantized(parts[0].format) && precision == WeightPrecision::kQuantized) {
     for (const TensorRef& t : parts) {
       bytes.insert(bytes.end(), t.data, t.data + gpu::storage_bytes(t.format, t.numel()));
@@ -245,9 +292,11 @@ class Loader {
       parts.push_back(std::move(t).value());
       n += rows[i];
     }
+    for (const TensorRef& t : parts) note_format(t);
     std::vector<uint8_t> bytes;
     std::vector<float> floats;
-    const LinearWeight w = stack_rows(parts, n, k, out_.precision, bytes, floats);
+    const bool to_q8 = backend_.kind() == gpu::BackendKind::kCpu;
+    const LinearWeight w = stack_rows(parts, n, k, out_.precision, to_q8, bytes, floats);
     std::vector<float> bias;
     for (size_t i = 0; i < bias_roles.size(); ++i) {
       auto t = need(bias_roles[i], layer, {rows[i]});
@@ -264,6 +313,7 @@ class Loader {
                               std::optional<Role> bias_role = std::nullopt) {
     auto t = need(role, layer, {n, k});
     if (!t) return t.error();
+    note_format(*t);
     std::vector<float> bias;
     if (bias_role) {
       auto b = need(*bias_role, layer, {n});
@@ -274,6 +324,22 @@ class Loader {
     HostLinear h{LinearWeight{t->format, n, k, t->data}, bias.empty() ? nullptr : bias.data(),
                  aligned};
     return place(h, t->name);
+  }
+
+  // Counts a linear weight the CPU kernels cannot run as stored (the load
+  // summary's requantized tensors).
+  void note_format(const TensorRef& t) {
+    if (cpu_requantizes(backend_, out_.precision, t.format)) {
+      ++out_.requantized_tensors;
+      requantized_types_[std::string(gpu::format_name(t.format))] += 1;
+    }
+  }
+
+  // "Q4_K/Q6_K": the formats note_format counted, by name.
+  std::string requantized_types() const {
+    std::string s;
+    for (const auto& [name, count] : requantized_types_) s += (s.empty() ? "" : "/") + name;
+    return s;
   }
 
   Result<DeviceLinear> place(const HostLinear& h, const std::string& what) {
@@ -288,6 +354,7 @@ class Loader {
   gpu::Backend& backend_;
   LlamaWeights& out_;
   bool gguf_;
+  std::map<std::string, int> requantized_types_;
 };
 
 Result<LlamaLayerWeights> load_layer(Loader& ld, const ModelConfig& c, int32_t l) {
@@ -338,6 +405,7 @@ Result<void> load_embedding_and_head(Loader& ld, gpu::Backend& backend, LlamaWei
     head = ld.single(Role::kOutput, 0, V, H);
   } else if (w.precision == WeightPrecision::kQuantized &&
              gpu::is_block_quantized(embed->format)) {
+    ld.note_format(*embed);
     head = ld.place(HostLinear{LinearWeight{embed->format, V, H, embed->data}, nullptr, true},
                     embed->name + " (tied lm_head)");
   } else if (backend.host_accessible()) {  // the fp32 table itself, no second copy
@@ -357,7 +425,14 @@ Result<void> load_embedding_and_head(Loader& ld, gpu::Backend& backend, LlamaWei
 
 Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinear& host,
                                           WeightPrecision precision) {
-  const LinearWeight& hw = host.weight;
+  LinearWeight hw = host.weight;
+  // A block format without CPU kernels becomes Q8_0 rows here (freed on
+  // return: only the packed or uploaded copy stays).
+  std::vector<uint8_t> q8;
+  if (cpu_requantizes(backend, precision, hw.format)) {
+    append_q8_0(hw, q8);
+    hw = LinearWeight{WeightFormat::Q8_0, hw.n, hw.k, q8.data()};
+  }
   DeviceLinear out;
   if (host.bias != nullptr) {
     auto bias = upload_bytes(backend, host.bias, size_t(hw.n) * sizeof(float), "bias");
@@ -385,6 +460,7 @@ Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinea
       std::vector<uint8_t> packed;
       auto pw = half ? gpu::cpu::pack_half_weight(hw, packed) : gpu::cpu::pack_weight(hw, packed);
       if (!pw) return pw.error();
+      std::vector<uint8_t>().swap(q8);  // packed now: drop the rows before the upload copy
       auto storage = upload_bytes(backend, packed.data(), packed.size(), "weight");
       if (!storage) return storage.error();
       out.storage = std::move(storage).value();
@@ -396,7 +472,7 @@ Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinea
   // The CPU matmul takes F32 and the block formats; exact mode takes F32 only.
   const bool convert = hw.format == WeightFormat::F16 || hw.format == WeightFormat::BF16 ||
                        (precision == WeightPrecision::kExact && hw.format != WeightFormat::F32);
-  if (!convert && host.may_alias && backend.host_accessible()) {
+  if (!convert && host.may_alias && q8.empty() && backend.host_accessible()) {
     out.weight = hw;
     return out;
   }
@@ -437,6 +513,12 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
     if (!layer) return layer.error();
     w.layers.push_back(std::move(layer).value());
     if (options.progress) options.progress(l + 1, c.num_layers);
+  }
+  if (w.requantized_tensors > 0) {
+    std::fprintf(stderr,
+                 "pagoda: %d tensors of type %s requantized to Q8_0 for the CPU kernels "
+                 "(native kernels for these types not built yet)\n",
+                 w.requantized_tensors, ld.requantized_types().c_str());
   }
   auto norm = ld.vector(Role::kFinalNorm, 0, c.hidden_size);
   if (!norm) return norm.error();
