@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -124,12 +125,20 @@ inline constexpr WeightTypeTraits kWeightTypes[] = {
     {39, "MXFP4", 32, 17, nullptr, 0, {}},
 };
 
+// The row index of a ggml type id in kWeightTypes; -1 when unknown. (The
+// constexpr lookups go through indices, not pointers: GCC's constant
+// evaluator rejects pointer-null comparisons under -fsanitize=undefined.)
+constexpr int weight_type_index(uint32_t ggml_type) {
+  for (int i = 0; i < int(std::size(kWeightTypes)); ++i) {
+    if (kWeightTypes[i].ggml_type == ggml_type) return i;
+  }
+  return -1;
+}
+
 // nullptr when the ggml type id is unknown.
 constexpr const WeightTypeTraits* weight_type_traits(uint32_t ggml_type) {
-  for (const WeightTypeTraits& t : kWeightTypes) {
-    if (t.ggml_type == ggml_type) return &t;
-  }
-  return nullptr;
+  const int i = weight_type_index(ggml_type);
+  return i < 0 ? nullptr : &kWeightTypes[i];
 }
 
 // What traits() gives for a value that is not a WeightFormat (a cast from an
@@ -138,8 +147,8 @@ inline constexpr WeightTypeTraits kUnknownWeightType{UINT32_MAX, "?", 1, 0, null
 
 // The row of a WeightFormat (every enumerator has one).
 constexpr const WeightTypeTraits& traits(WeightFormat f) {
-  const WeightTypeTraits* t = weight_type_traits(static_cast<uint32_t>(f));
-  return t != nullptr ? *t : kUnknownWeightType;
+  const int i = weight_type_index(static_cast<uint32_t>(f));
+  return i < 0 ? kUnknownWeightType : kWeightTypes[i];
 }
 
 // Elements per block: 32 or 256 for the block-quantized formats, 1 otherwise.
@@ -160,8 +169,8 @@ constexpr std::string_view format_name(WeightFormat f) { return traits(f).name; 
 // Maps a ggml type id (as stored in a GGUF tensor info) to a WeightFormat;
 // nullopt for types without a dequantizer in the table (IQ2/IQ3/IQ1, ...).
 constexpr std::optional<WeightFormat> weight_format_from_ggml(uint32_t ggml_type) {
-  const WeightTypeTraits* t = weight_type_traits(ggml_type);
-  if (t == nullptr || t->dequantize == nullptr) return std::nullopt;
+  const int i = weight_type_index(ggml_type);
+  if (i < 0 || kWeightTypes[i].dequantize == nullptr) return std::nullopt;
   return static_cast<WeightFormat>(ggml_type);
 }
 
