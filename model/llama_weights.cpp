@@ -13,7 +13,7 @@
 #include "model/gguf_file.hpp"
 #include "model/safetensors_file.hpp"
 #include "model/weight_check.hpp"
-#include "gpu/quant_format.hpp"
+#include "model/weight_requant.hpp"
 #include "gpu/cpu/half_matmul.hpp"
 #include "gpu/cpu/quant_packed.hpp"
 
@@ -165,38 +165,6 @@ std::vector<float> to_f32(WeightFormat f, const void* data, int64_t n) {
   return out;
 }
 
-// ---- formats the CPU kernels lack ------------------------------------------------
-
-// Whether the CPU matmul runs format f as stored: F32, the 16-bit formats
-// (packed), and the block formats with packed int8 kernels (Q8_0/Q4_0/Q4_1).
-bool cpu_runs(WeightFormat f) {
-  return f == WeightFormat::F32 || f == WeightFormat::F16 || f == WeightFormat::BF16 ||
-         gpu::cpu::packed_tile_bytes(f) > 0;
-}
-
-// Whether a weight of format f is converted to Q8_0 at load: the CPU
-// backend in quantized mode, for a block format without CPU kernels (Q5_x,
-// the K-quants, IQ4_*): Q8_0 keeps the int8 kernels' speed and a quarter of
-// fp32's memory, at an extra rounding of at most half a Q8_0 step.
-bool cpu_requantizes(const gpu::Backend& b, WeightPrecision p, WeightFormat f) {
-  return b.kind() == gpu::BackendKind::kCpu && p == WeightPrecision::kQuantized &&
-         gpu::is_block_quantized(f) && !cpu_runs(f);
-}
-
-// W[n, k] (any format, k % 32 == 0) as Q8_0 rows, appended to `out`; one
-// row of fp32 scratch at a time, never the whole tensor.
-void append_q8_0(const LinearWeight& w, std::vector<uint8_t>& out) {
-  const int64_t row_q8 = gpu::storage_bytes(WeightFormat::Q8_0, w.k);
-  const size_t at = out.size();
-  out.resize(at + size_t(w.n * row_q8));
-  std::vector<float> row(size_t(w.k));  // [k]
-  const auto* src = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = 0; r < w.n; ++r) {
-    gpu::dequantize_row(w.format, src + r * w.row_bytes(), row.data(), w.k);
-    gpu::quantize_q8_0(row.data(), out.data() + at + r * row_q8, w.k);
-  }
-}
-
 // Stacks the rows of same-width tensors into one weight [n, k]: their blocks
 // as they are (quantized mode, one block format for all); Q8_0 when
 // `to_q8` (the CPU in quantized mode) and the formats differ but one of
@@ -208,7 +176,7 @@ LinearWeight stack_rows(const std::vector<TensorRef>& parts, int64_t n, int64_t 
   for (const TensorRef& t : parts) {
     same = same && t.format == parts[0].format;
     blocks = blocks && gpu::is_block_quantized(t.format);
-    lacking = lacking || !cpu_runs(t.format);
+    lacking = lacking || !cpu_runs_format(t.format);
   }
   if (!same && blocks && lacking && to_q8 && precision == WeightPrecision::kQuantized) {
     for (const TensorRef& t : parts) {
@@ -329,7 +297,8 @@ class Loader {
   // Counts a linear weight the CPU kernels cannot run as stored (the load
   // summary's requantized tensors).
   void note_format(const TensorRef& t) {
-    if (cpu_requantizes(backend_, out_.precision, t.format)) {
+    const bool quantized = out_.precision == WeightPrecision::kQuantized;
+    if (cpu_requantizes(backend_.kind(), quantized, t.format)) {
       ++out_.requantized_tensors;
       requantized_types_[std::string(gpu::format_name(t.format))] += 1;
     }
@@ -429,7 +398,7 @@ Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinea
   // A block format without CPU kernels becomes Q8_0 rows here (freed on
   // return: only the packed or uploaded copy stays).
   std::vector<uint8_t> q8;
-  if (cpu_requantizes(backend, precision, hw.format)) {
+  if (cpu_requantizes(backend.kind(), precision == WeightPrecision::kQuantized, hw.format)) {
     append_q8_0(hw, q8);
     hw = LinearWeight{WeightFormat::Q8_0, hw.n, hw.k, q8.data()};
   }
