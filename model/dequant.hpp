@@ -1,17 +1,12 @@
-// ggml tensor types: sizes, names, and conversion of their data to float.
-//
-// Block layouts (little-endian, as in ggml's ggml-common.h / ggml-quants.c):
-//   F32   1 element,  4 bytes
-//   F16   1 element,  2 bytes  IEEE 754 binary16
-//   BF16  1 element,  2 bytes  the upper 16 bits of an IEEE binary32
-//   Q8_0  32 elements, 34 bytes {fp16 d; int8 qs[32]}:          x[i] = d * qs[i]
-//   Q4_0  32 elements, 18 bytes {fp16 d; uint8 qs[16]}:
-//           x[j] = ((qs[j] & 15) - 8) * d,  x[j+16] = ((qs[j] >> 4) - 8) * d
-//   Q4_1  32 elements, 20 bytes {fp16 d; fp16 m; uint8 qs[16]}:
-//           x[j] = (qs[j] & 15) * d + m,    x[j+16] = (qs[j] >> 4) * d + m
-// Other common ggml types (Q5_x, K-quants, IQ-quants, integer types, F64) are
-// known by size only, so files holding them can be opened and inspected;
-// dequantize() rejects them.
+// ggml tensor types: sizes, names, and conversion of their data to float,
+// for the model layer. The types themselves are ONE table,
+// gpu::kWeightTypes (gpu/weight_format.hpp): its rows give each type's block
+// size and bytes and, for the types Pagoda loads (F32, F16, BF16, Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS), its dequantizer; the
+// layouts are documented in gpu/quant_format.hpp and gpu/quant_kquants.hpp.
+// Other common ggml types (IQ1/IQ2/IQ3, integer types, F64, ...) are known by
+// size only, so files holding them can be opened and inspected; dequantize()
+// rejects them with the list of supported types.
 //
 // Thread-safety: every function here is pure and may be called concurrently.
 #pragma once
@@ -25,13 +20,7 @@
 
 namespace pagoda::model {
 
-struct GgmlTypeTraits {
-  uint32_t raw_type;     // the ggml type id
-  const char* name;      // "F32", "Q4_1", ...
-  uint32_t block_elems;  // elements per block (1 for plain types)
-  uint32_t block_bytes;  // bytes per block
-  bool dequantizable;    // dequantize() supports it
-};
+using GgmlTypeTraits = gpu::WeightTypeTraits;
 
 // nullptr when the size of raw_type is not known.
 const GgmlTypeTraits* ggml_type_traits(uint32_t raw_type);
@@ -43,6 +32,9 @@ std::string ggml_type_name(uint32_t raw_type);
 // not a multiple of the block size, overflow of uint64.
 Result<uint64_t> tensor_bytes(uint32_t raw_type, uint64_t n_elements);
 Result<uint64_t> tensor_bytes(GgmlType type, uint64_t n_elements);
+
+// "F32, F16, BF16, Q4_0, ...": the types dequantize() supports.
+std::string supported_type_names();
 
 // Converts n elements of type raw_type to float.
 // Requires: src holds tensor_bytes(raw_type, n) bytes (no alignment needed);

@@ -1,8 +1,10 @@
 #include "model/llama_weights.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -12,6 +14,7 @@
 #include "model/gguf_file.hpp"
 #include "model/safetensors_file.hpp"
 #include "model/weight_check.hpp"
+#include "model/weight_requant.hpp"
 #include "gpu/cpu/half_matmul.hpp"
 #include "gpu/cpu/quant_packed.hpp"
 
@@ -87,8 +90,9 @@ class WeightFile {
       auto fmt = gpu::weight_format_from_ggml(info->raw_type);
       if (!fmt) {
         return make_error(path_ + ": tensor " + name + " has type " +
-                          ggml_type_name(info->raw_type) +
-                          ", which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                          ggml_type_name(info->raw_type) + " (ggml type id " +
+                          std::to_string(info->raw_type) + "), which is not supported; "
+                          "supported types: " + supported_type_names());
       }
       t.format = *fmt;
       for (auto it = info->dims.rbegin(); it != info->dims.rend(); ++it) {
@@ -137,13 +141,24 @@ std::vector<float> to_f32(WeightFormat f, const void* data, int64_t n) {
 }
 
 // Stacks the rows of same-width tensors into one weight [n, k]: their blocks
-// as they are (quantized mode, one block format for all), else fp32. The
-// result views `bytes` or `floats`.
+// as they are (quantized mode, one block format for all); Q8_0 when
+// `to_q8` (the CPU in quantized mode) and the formats differ but one of
+// them lacks CPU kernels; else fp32. The result views `bytes` or `floats`.
 LinearWeight stack_rows(const std::vector<TensorRef>& parts, int64_t n, int64_t k,
-                        WeightPrecision precision, std::vector<uint8_t>& bytes,
+                        WeightPrecision precision, bool to_q8, std::vector<uint8_t>& bytes,
                         std::vector<float>& floats) {
-  bool same = true;
-  for (const TensorRef& t : parts) same = same && t.format == parts[0].format;
+  bool same = true, blocks = true, lacking = false;
+  for (const TensorRef& t : parts) {
+    same = same && t.format == parts[0].format;
+    blocks = blocks && gpu::is_block_quantized(t.format);
+    lacking = lacking || !cpu_runs_format(t.format);
+  }
+  if (!same && blocks && lacking && to_q8 && precision == WeightPrecision::kQuantized) {
+    for (const TensorRef& t : parts) {
+      append_q8_0(LinearWeight{t.format, t.shape[0], k, t.data}, bytes);
+    }
+    return LinearWeight{WeightFormat::Q8_0, n, k, bytes.data()};
+  }
   if (same && gpu::is_block_quantized(parts[0].format) && precision == WeightPrecision::kQuantized) {
     for (const TensorRef& t : parts) {
       bytes.insert(bytes.end(), t.data, t.data + gpu::storage_bytes(t.format, t.numel()));
@@ -225,9 +240,11 @@ class Loader {
       parts.push_back(std::move(t).value());
       n += rows[i];
     }
+    for (const TensorRef& t : parts) note_format(t);
     std::vector<uint8_t> bytes;
     std::vector<float> floats;
-    const LinearWeight w = stack_rows(parts, n, k, out_.precision, bytes, floats);
+    const bool to_q8 = backend_.kind() == gpu::BackendKind::kCpu;
+    const LinearWeight w = stack_rows(parts, n, k, out_.precision, to_q8, bytes, floats);
     std::vector<float> bias;
     for (size_t i = 0; i < bias_roles.size(); ++i) {
       auto t = need(bias_roles[i], layer, {rows[i]});
@@ -244,6 +261,7 @@ class Loader {
                               std::optional<Role> bias_role = std::nullopt) {
     auto t = need(role, layer, {n, k});
     if (!t) return t.error();
+    note_format(*t);
     std::vector<float> bias;
     if (bias_role) {
       auto b = need(*bias_role, layer, {n});
@@ -254,6 +272,23 @@ class Loader {
     HostLinear h{LinearWeight{t->format, n, k, t->data}, bias.empty() ? nullptr : bias.data(),
                  aligned};
     return place(h, t->name);
+  }
+
+  // Counts a linear weight the CPU kernels cannot run as stored (the load
+  // summary's requantized tensors).
+  void note_format(const TensorRef& t) {
+    const bool quantized = out_.precision == WeightPrecision::kQuantized;
+    if (cpu_requantizes(backend_.kind(), quantized, t.format)) {
+      ++out_.requantized_tensors;
+      requantized_types_[std::string(gpu::format_name(t.format))] += 1;
+    }
+  }
+
+  // "Q4_K/Q6_K": the formats note_format counted, by name.
+  std::string requantized_types() const {
+    std::string s;
+    for (const auto& [name, count] : requantized_types_) s += (s.empty() ? "" : "/") + name;
+    return s;
   }
 
   Result<DeviceLinear> place(const HostLinear& h, const std::string& what) {
@@ -269,6 +304,7 @@ class Loader {
   LlamaWeights& out_;
   const Architecture& arch_;
   bool gguf_;
+  std::map<std::string, int> requantized_types_;
 };
 
 // Q, K, V: one fused weight, or (qk_norm) three weights and the two per-head norms.
@@ -347,6 +383,7 @@ Result<void> load_embedding_and_head(Loader& ld, gpu::Backend& backend, LlamaWei
     head = ld.single(Role::kOutput, 0, V, H);
   } else if (w.precision == WeightPrecision::kQuantized &&
              gpu::is_block_quantized(embed->format)) {
+    ld.note_format(*embed);
     head = ld.place(HostLinear{LinearWeight{embed->format, V, H, embed->data}, nullptr, true},
                     embed->name + " (tied lm_head)");
   } else if (backend.host_accessible()) {  // the fp32 table itself, no second copy
@@ -366,7 +403,14 @@ Result<void> load_embedding_and_head(Loader& ld, gpu::Backend& backend, LlamaWei
 
 Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinear& host,
                                           WeightPrecision precision) {
-  const LinearWeight& hw = host.weight;
+  LinearWeight hw = host.weight;
+  // A block format without CPU kernels becomes Q8_0 rows here (freed on
+  // return: only the packed or uploaded copy stays).
+  std::vector<uint8_t> q8;
+  if (cpu_requantizes(backend.kind(), precision == WeightPrecision::kQuantized, hw.format)) {
+    append_q8_0(hw, q8);
+    hw = LinearWeight{WeightFormat::Q8_0, hw.n, hw.k, q8.data()};
+  }
   DeviceLinear out;
   if (host.bias != nullptr) {
     auto bias = upload_bytes(backend, host.bias, size_t(hw.n) * sizeof(float), "bias");
@@ -394,6 +438,7 @@ Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinea
       std::vector<uint8_t> packed;
       auto pw = half ? gpu::cpu::pack_half_weight(hw, packed) : gpu::cpu::pack_weight(hw, packed);
       if (!pw) return pw.error();
+      std::vector<uint8_t>().swap(q8);  // packed now: drop the rows before the upload copy
       auto storage = upload_bytes(backend, packed.data(), packed.size(), "weight");
       if (!storage) return storage.error();
       out.storage = std::move(storage).value();
@@ -405,7 +450,7 @@ Result<DeviceLinear> upload_linear_weight(gpu::Backend& backend, const HostLinea
   // The CPU matmul takes F32 and the block formats; exact mode takes F32 only.
   const bool convert = hw.format == WeightFormat::F16 || hw.format == WeightFormat::BF16 ||
                        (precision == WeightPrecision::kExact && hw.format != WeightFormat::F32);
-  if (!convert && host.may_alias && backend.host_accessible()) {
+  if (!convert && host.may_alias && q8.empty() && backend.host_accessible()) {
     out.weight = hw;
     return out;
   }
@@ -448,6 +493,12 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
     if (!layer) return layer.error();
     w.layers.push_back(std::move(layer).value());
     if (options.progress) options.progress(l + 1, c.num_layers);
+  }
+  if (w.requantized_tensors > 0) {
+    std::fprintf(stderr,
+                 "pagoda: %d tensors of type %s requantized to Q8_0 for the CPU kernels "
+                 "(native kernels for these types not built yet)\n",
+                 w.requantized_tensors, ld.requantized_types().c_str());
   }
   auto norm = ld.vector(Role::kFinalNorm, 0, c.hidden_size);
   if (!norm) return norm.error();

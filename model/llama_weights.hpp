@@ -15,10 +15,14 @@
 //  - kExact: every tensor is converted to fp32 at load (exact dequantisation);
 //    the CPU backend multiplies with OpenBLAS. The fidelity reference path.
 //  - kQuantized: GGUF Q8_0/Q4_0/Q4_1 linear weights stay in their blocks (int8
-//    activation kernels on the CPU); F32/F16/BF16 become fp32. When Q, K and V
-//    (or gate and up) do not share one block format, that fused group is
-//    stored fp32 instead. On the CUDA backend kQuantized means BF16 weights
-//    (CudaBackend::prepare_weight), kExact fp32.
+//    activation kernels on the CPU); F32/F16/BF16 become fp32 (or the packed
+//    16-bit layout). The block formats without CPU kernels (Q5_0, Q5_1, the
+//    K-quants Q2_K..Q6_K, IQ4_NL, IQ4_XS) are requantized to Q8_0 at load,
+//    with one stderr line per model saying how many. When Q, K and V (or gate
+//    and up) do not share one block format, that fused group is stored fp32
+//    instead (Q8_0 when one of them lacks CPU kernels). On the CUDA backend
+//    kQuantized means BF16 weights (CudaBackend::prepare_weight dequantizes
+//    every format directly), kExact fp32.
 //
 // Tensor names (the architecture's, model/architecture.hpp): GGUF token_embd,
 // blk.N.{attn_norm, attn_q, attn_k, attn_v (+ .bias), attn_q_norm,
@@ -30,8 +34,9 @@
 // them (ModelConfig::rope_interleaved); nothing is un-permuted here.
 //
 // Errors (all name the tensor and the file): a missing tensor, a shape that
-// differs from the config, an unsupported type (K-quants, Q5_*, ...), a
-// backend allocation or upload failure.
+// differs from the config, an unsupported type (IQ2_XXS, I32, ...), a
+// backend allocation or upload failure. An unsupported type's error also
+// names the type and lists the supported ones.
 //
 // Ownership: LlamaWeights owns its DeviceBuffers (it must not outlive the
 // Backend) and keeps the mapped model file alive, because weight views may
@@ -93,6 +98,9 @@ struct LlamaWeights {
   // kFreqFactors; empty otherwise.
   std::vector<float> rope_freq_factors;
   uint64_t device_bytes = 0;               // backend memory held by the buffers
+  // Linear weights converted to Q8_0 at load because the CPU kernels lack
+  // their format (CPU backend, kQuantized; 0 otherwise).
+  int32_t requantized_tensors = 0;
   std::shared_ptr<const void> source_keepalive;  // the mapped model file
 };
 

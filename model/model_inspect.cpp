@@ -1,5 +1,6 @@
 #include "model/model_inspect.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -91,13 +92,66 @@ std::string dtype_counts(const std::map<std::string, int64_t>& counts) {
   return o.render(2);
 }
 
+// The group of a tensor: its name without the layer prefix ("blk.N." in
+// GGUF, "model.layers.N." in HF) and without a trailing ".weight"
+// ("blk.3.attn_q.weight" -> "attn_q", "blk.3.attn_q.bias" -> "attn_q.bias").
+std::string tensor_group(std::string_view name) {
+  for (std::string_view prefix : {std::string_view("blk."), std::string_view("model.layers.")}) {
+    if (name.substr(0, prefix.size()) != prefix) continue;
+    const size_t dot = name.find('.', prefix.size());
+    if (dot != std::string_view::npos) name.remove_prefix(dot + 1);
+    break;
+  }
+  constexpr std::string_view kWeight = ".weight";
+  if (name.size() > kWeight.size() && name.substr(name.size() - kWeight.size()) == kWeight) {
+    name.remove_suffix(kWeight.size());
+  }
+  return std::string(name);
+}
+
+// Tensor types per group, groups in the file's order:
+// {"attn_q": "Q4_K x30", "ffn_down": "Q6_K x15, Q4_K x15", "output": "Q6_K x1"}
+// (within a group the most frequent type first, ties by name).
+class QuantMix {
+ public:
+  void add(std::string_view tensor, const std::string& type) {
+    const std::string g = tensor_group(tensor);
+    auto it = index_.find(g);
+    if (it == index_.end()) {
+      it = index_.emplace(g, groups_.size()).first;
+      groups_.push_back({g, {}});
+    }
+    ++groups_[it->second].second[type];
+  }
+  std::string render() const {
+    JsonObject o;
+    for (const auto& [group, counts] : groups_) {
+      std::vector<std::pair<std::string, int64_t>> v(counts.begin(), counts.end());
+      std::stable_sort(v.begin(), v.end(),
+                       [](const auto& a, const auto& b) { return a.second > b.second; });
+      std::string text;
+      for (const auto& [type, n] : v) text += (text.empty() ? "" : ", ") + type + " x" + std::to_string(n);
+      o.add(group, json_quote(text));
+    }
+    return o.render(2);
+  }
+
+ private:
+  std::map<std::string, size_t> index_;
+  std::vector<std::pair<std::string, std::map<std::string, int64_t>>> groups_;
+};
+
 Result<std::string> inspect_gguf(const std::string& path) {
   auto g = GgufFile::open(path);
   if (!g) return g.error();
   auto config = config_from_gguf(*g);
   if (!config) return config.error();
   std::map<std::string, int64_t> counts;
-  for (const GgufTensorInfo& t : g->tensors()) ++counts[ggml_type_name(t.raw_type)];
+  QuantMix mix;
+  for (const GgufTensorInfo& t : g->tensors()) {
+    ++counts[ggml_type_name(t.raw_type)];
+    mix.add(t.name, ggml_type_name(t.raw_type));
+  }
   const GgufValue* name = g->find("general.name");
   JsonObject out;
   out.add("format", json_quote("gguf"))
@@ -108,7 +162,8 @@ Result<std::string> inspect_gguf(const std::string& path) {
            name && name->type == GgufValueType::kString ? json_quote(name->s) : "null");
   add_config(out, *config);
   out.add("tensor_count", static_cast<int64_t>(g->tensors().size()))
-      .add("tensors_by_dtype", dtype_counts(counts));
+      .add("tensors_by_dtype", dtype_counts(counts))
+      .add("quant_mix", mix.render());
   return out.render(0) + "\n";
 }
 
@@ -121,14 +176,19 @@ Result<std::string> inspect_safetensors(const std::string& path) {
   auto config = load_model_config(config_path);
   if (!config) return config.error();
   std::map<std::string, int64_t> counts;
-  for (const StTensor* t : model->tensors()) ++counts[st_dtype_name(t->dtype)];
+  QuantMix mix;
+  for (const StTensor* t : model->tensors()) {
+    ++counts[st_dtype_name(t->dtype)];
+    mix.add(t->name, st_dtype_name(t->dtype));
+  }
   JsonObject out;
   out.add("format", json_quote("safetensors"))
       .add("path", json_quote(path))
       .add("file_size", static_cast<int64_t>(model->total_file_size()));
   add_config(out, *config);
   out.add("tensor_count", static_cast<int64_t>(model->tensor_count()))
-      .add("tensors_by_dtype", dtype_counts(counts));
+      .add("tensors_by_dtype", dtype_counts(counts))
+      .add("quant_mix", mix.render());
   return out.render(0) + "\n";
 }
 

@@ -8,8 +8,12 @@
 //   low_freq_factor, high_freq_factor, original_max_position_embeddings},
 //   rms_norm_eps, tie_word_embeddings, max_context, bos_token_id (null when
 //   none), eos_token_ids, attention_bias, rope_interleaved, tensor_count,
-//   tensors_by_dtype {"Q4_1": 210, ...}; for GGUF also gguf_version and
-//   general_name (null when absent).
+//   tensors_by_dtype {"Q4_1": 210, ...}, quant_mix (the types by tensor
+//   group, a group being the tensor name without its layer prefix and
+//   ".weight": {"token_embd": "Q8_0 x1", "attn_q": "Q4_K x30",
+//   "ffn_down": "Q6_K x15, Q4_K x15", ...}, groups in file order, the most
+//   frequent type first); for GGUF also gguf_version and general_name (null
+//   when absent).
 // Strings are escaped (quotes, control characters; invalid UTF-8 becomes
 // U+FFFD), so the output is valid JSON whatever the file contains.
 //

@@ -29,12 +29,13 @@ int64_t scan_half(const uint8_t* data, int64_t n, bool bf16) {
   return -1;
 }
 
-// Blocks of `block_bytes` bytes whose first `scales` fp16 fields are scales.
-int64_t scan_blocks(const uint8_t* data, int64_t blocks, int64_t block_bytes, int scales) {
+// Blocks whose fp16 scale fields lie at the offsets the type table lists.
+int64_t scan_blocks(gpu::WeightFormat format, const uint8_t* data, int64_t blocks) {
+  const gpu::WeightTypeTraits& t = gpu::traits(format);
   for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* p = data + b * block_bytes;
-    for (int s = 0; s < scales; ++s) {
-      if (f16_non_finite(load_u16(p + 2 * s))) return b * 32;
+    const uint8_t* p = data + b * t.block_bytes;
+    for (int s = 0; s < t.half_count; ++s) {
+      if (f16_non_finite(load_u16(p + t.half_at[s]))) return b * t.block_elems;
     }
   }
   return -1;
@@ -44,7 +45,6 @@ int64_t scan_blocks(const uint8_t* data, int64_t blocks, int64_t block_bytes, in
 
 int64_t first_non_finite(gpu::WeightFormat format, const uint8_t* data, int64_t numel) {
   using gpu::WeightFormat;
-  const int64_t blocks = numel / gpu::block_elems(format);
   switch (format) {
     case WeightFormat::F32:
       return scan_f32(data, numel);
@@ -52,13 +52,9 @@ int64_t first_non_finite(gpu::WeightFormat format, const uint8_t* data, int64_t 
       return scan_half(data, numel, false);
     case WeightFormat::BF16:
       return scan_half(data, numel, true);
-    case WeightFormat::Q8_0:
-    case WeightFormat::Q4_0:
-      return scan_blocks(data, blocks, gpu::block_bytes(format), 1);
-    case WeightFormat::Q4_1:
-      return scan_blocks(data, blocks, gpu::block_bytes(format), 2);
+    default:  // a block format: its scales (the quants are small integers)
+      return scan_blocks(format, data, numel / gpu::block_elems(format));
   }
-  return -1;
 }
 
 }  // namespace pagoda::model

@@ -5,10 +5,11 @@
 // Contract: first_non_finite(format, data, numel) scans numel elements of
 // `data` (storage_bytes(format, numel) bytes, numel a whole number of
 // blocks) and returns the index of the first element whose value is NaN or
-// +-Inf, or -1 when every value is finite. For the block formats (Q8_0,
-// Q4_0, Q4_1) the fp16 scale (and Q4_1's minimum) of each block is checked:
-// their integer quants are finite by construction; the index returned is
-// the block's first element. No alignment is required of `data`.
+// +-Inf, or -1 when every value is finite. For the block formats the fp16
+// scale fields of each block (their offsets are in the type table,
+// gpu/weight_format.hpp) are checked: the integer quants and sub-block
+// scales are finite by construction; the index returned is the block's
+// first element. No alignment is required of `data`.
 // Pure, reentrant.
 #pragma once
 

@@ -167,6 +167,20 @@ std::string load_error(const std::string& path, model::WeightPrecision precision
   return ::testing::AssertionFailure() << "error names no expected problem: " << error;
 }
 
+// Like names(), but every one of `parts` must be in the error.
+::testing::AssertionResult names_all(const std::string& error, const std::string& file,
+                                     std::initializer_list<const char*> parts) {
+  if (error.find(file) == std::string::npos) {
+    return ::testing::AssertionFailure() << "error does not name " << file << ": " << error;
+  }
+  for (const char* p : parts) {
+    if (error.find(p) == std::string::npos) {
+      return ::testing::AssertionFailure() << "error lacks \"" << p << "\": " << error;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 class BrokenGguf : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -260,11 +274,17 @@ TEST_F(BrokenGguf, WrongDtypeShapeOrMissingTensor) {
   test::TinyGgufOptions o;
   o.bad_type = "blk.0.attn_q.weight";
   std::string p = test::write_tiny_gguf(kTinyDir, "bad_type", o);
-  EXPECT_TRUE(names(load_error(p), p, {"not supported"}));
+  // The file, the tensor, the type, and the list of the supported types.
+  EXPECT_TRUE(names_all(load_error(p), p,
+                    {"blk.0.attn_q.weight", "has type I32", "not supported",
+                     "supported types: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, "
+                     "Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16"}));
   o = {};
   o.bad_shape = "blk.1.ffn_down.weight";
   p = test::write_tiny_gguf(kTinyDir, "bad_shape", o);
-  EXPECT_TRUE(names(load_error(p), p, {"has shape"}));
+  // The tensor and both shapes (the file's, the config's; HF order [out, in]).
+  EXPECT_TRUE(names_all(load_error(p), p,
+                    {"blk.1.ffn_down.weight", "has shape [95, 200]", "expected [96, 200]"}));
   o = {};
   o.drop = "output_norm.weight";
   p = test::write_tiny_gguf(kTinyDir, "missing", o);
@@ -294,6 +314,28 @@ TEST_F(BrokenGguf, InfInAQ8_0BlockScale) {
   put_le(b, L.data_at.at("blk.2.ffn_up.weight") + 34 * 3, 0x7C00, 2);  // block 3's fp16 scale
   const std::string p = write("q8_inf", b);
   EXPECT_TRUE(names(load_error(p), p, {"non-finite"}));
+}
+
+// The K-quants keep their fp16 scales elsewhere in the block (Q4_K: d and
+// dmin at bytes 0 and 2; Q6_K: d at byte 208); the seeds of the gguf fuzz
+// corpus hold such blocks in ffn_down.
+TEST_F(BrokenGguf, InfInAKQuantBlockScale) {
+  const std::string corpus = std::string(PAGODA_TEST_DATA_DIR) + "/../fuzz/corpus/gguf/";
+  const std::pair<const char*, size_t> cases[] = {{"tiny_llama_q4_k.seed", 144 * 5 + 2},
+                                                  {"tiny_llama_q6_k.seed", 210 * 5 + 208}};
+  for (const auto& [seed, at] : cases) {
+    auto b = read_bytes(corpus + seed);
+    ASSERT_FALSE(b.empty()) << seed;
+    const std::string good = write("kquant_good", b);
+    ASSERT_EQ(load_error(good), "<loaded>") << seed;
+    const GgufLayout L = walk_gguf(b);
+    put_le(b, L.data_at.at("blk.0.ffn_down.weight") + at, 0x7C00, 2);  // block 5's scale: +inf
+    const std::string p = write("kquant_inf", b);
+    for (auto precision : {model::WeightPrecision::kQuantized, model::WeightPrecision::kExact}) {
+      const std::string e = load_error(p, precision);
+      EXPECT_TRUE(names_all(e, p, {"blk.0.ffn_down.weight", "non-finite", "element 1280"})) << seed;
+    }
+  }
 }
 
 TEST_F(BrokenGguf, AbsurdConfigMetadata) {

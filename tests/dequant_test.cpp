@@ -235,7 +235,8 @@ TEST(Dequant, SizesNamesAndErrors) {
   EXPECT_EQ(*tensor_bytes(GgmlType::kF32, 10), 40u);
   EXPECT_EQ(*tensor_bytes(GgmlType::kBF16, 10), 20u);
   EXPECT_EQ(*tensor_bytes(GgmlType::kQ4_1, 64), 40u);
-  EXPECT_EQ(*tensor_bytes(12, 512), 288u);  // Q4_K, size only
+  EXPECT_EQ(*tensor_bytes(12, 512), 288u);  // Q4_K
+  EXPECT_EQ(*tensor_bytes(16, 512), 132u);  // IQ2_XXS, size only
   EXPECT_EQ(*tensor_bytes(GgmlType::kQ8_0, 0), 0u);
   EXPECT_FALSE(tensor_bytes(GgmlType::kQ8_0, 33).ok());
   EXPECT_FALSE(tensor_bytes(99, 32).ok());
@@ -243,11 +244,14 @@ TEST(Dequant, SizesNamesAndErrors) {
   EXPECT_EQ(ggml_type_name(3), "Q4_1");
   EXPECT_EQ(ggml_type_name(30), "BF16");
   EXPECT_EQ(ggml_type_name(99), "type 99");
-  float out[32];
+  float out[256];
   uint8_t src[144] = {};
-  auto e = dequantize(12, src, out, 32);
+  auto e = dequantize(16, src, out, 256);  // IQ2_XXS: known by size, no dequantizer
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.error().message.find("Q4_K"), std::string::npos);
+  EXPECT_NE(e.error().message.find("IQ2_XXS"), std::string::npos);
+  EXPECT_NE(e.error().message.find("supported: F32, F16, Q4_0"), std::string::npos);
+  EXPECT_FALSE(dequantize(12, src, out, 32).ok());  // Q4_K: 32 is not a whole block
+  EXPECT_TRUE(dequantize(12, src, out, 256).ok());
   EXPECT_FALSE(dequantize(8, src, out, 31).ok());
   EXPECT_FALSE(dequantize(99, src, out, 1).ok());
 }

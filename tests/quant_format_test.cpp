@@ -252,13 +252,21 @@ TEST(WeightFormat, MetadataAndValidation) {
   EXPECT_EQ(weight_format_from_ggml(3), WeightFormat::Q4_1);
   EXPECT_EQ(weight_format_from_ggml(8), WeightFormat::Q8_0);
   EXPECT_EQ(weight_format_from_ggml(30), WeightFormat::BF16);
-  EXPECT_FALSE(weight_format_from_ggml(12).has_value());  // Q4_K: not handled
+  EXPECT_EQ(weight_format_from_ggml(12), WeightFormat::Q4_K);
+  EXPECT_EQ(weight_format_from_ggml(23), WeightFormat::IQ4_XS);
+  EXPECT_FALSE(weight_format_from_ggml(16).has_value());  // IQ2_XXS: size only
+  EXPECT_FALSE(weight_format_from_ggml(99).has_value());  // unknown
+  EXPECT_EQ(storage_bytes(WeightFormat::Q4_K, 1536), 6 * 144);
+  EXPECT_EQ(block_elems(WeightFormat::Q6_K), 256);
+  EXPECT_EQ(format_name(WeightFormat::Q5_1), "Q5_1");
   EXPECT_EQ(storage_bytes(WeightFormat::Q4_1, 576), 18 * 20);
   EXPECT_EQ(storage_bytes(WeightFormat::Q8_0, 576), 18 * 34);
   EXPECT_EQ(storage_bytes(WeightFormat::BF16, 5), 10);
   int dummy = 0;
   EXPECT_TRUE(make_linear_weight(WeightFormat::Q4_0, 4, 64, &dummy).ok());
   EXPECT_FALSE(make_linear_weight(WeightFormat::Q4_0, 4, 48, &dummy).ok());
+  EXPECT_TRUE(make_linear_weight(WeightFormat::Q4_K, 4, 512, &dummy).ok());
+  EXPECT_FALSE(make_linear_weight(WeightFormat::Q4_K, 4, 576, &dummy).ok());  // 2.25 blocks
   EXPECT_FALSE(make_linear_weight(WeightFormat::F32, 0, 48, &dummy).ok());
   EXPECT_FALSE(make_linear_weight(WeightFormat::F32, 2, 48, nullptr).ok());
 }

@@ -25,15 +25,17 @@
 #include "formats_test_util.hpp"
 #include "gpu/quant_format.hpp"
 #include "model/safetensors_file.hpp"
+#include "test_quantizers.hpp"
 
 namespace pagoda::test {
 
 struct TinyGgufOptions {
   bool q8_0 = false;                      // quantize eligible 2-D weights to Q8_0
+  uint32_t quant_type = 0;                // else to this type: 6 Q5_0, 7 Q5_1, 20 IQ4_NL
   std::set<std::string> keep_f32;         // GGUF names never quantized
   std::string drop;                       // a GGUF tensor name to leave out
   std::string bad_shape;                  // a GGUF tensor written with one row less
-  std::string bad_type;                   // a GGUF 2-D tensor written as Q5_0 (unsupported)
+  std::string bad_type;                   // a GGUF 2-D tensor written as I32 (unsupported)
   bool f16 = false;                       // 2-D weights as F16 (llama.cpp's --outtype f16)
   // When set: the metadata to write instead of this writer's own (a listing of
   // what llama.cpp's converter wrote, tools/gen-arch-goldens.py: integers as
@@ -194,12 +196,18 @@ inline std::string write_tiny_gguf(const std::string& src, const std::string& na
       dims.back() -= 1;
       v.resize(v.size() - size_t(matrix ? dims[0] : 1));
     }
-    if (g == opt.bad_type) {  // Q5_0: 22 bytes per 32 elements, a type the loader rejects
-      w.tensor(spec(g, dims, 6, std::vector<uint8_t>(v.size() / 32 * 22, 0)));
+    if (g == opt.bad_type) {  // I32 (ggml type 26): a type the loader rejects
+      w.tensor(spec(g, dims, 26, std::vector<uint8_t>(v.size() * 4, 0)));
       continue;
     }
-    if (opt.q8_0 && matrix && dims[0] % 32 == 0 && !opt.keep_f32.count(g)) {
+    const bool eligible = matrix && dims[0] % 32 == 0 && !opt.keep_f32.count(g);
+    if (opt.q8_0 && eligible) {
       w.tensor(spec(g, dims, 8, quantize_q8_0(v)));
+    } else if (opt.quant_type != 0 && eligible) {
+      w.tensor(spec(g, dims, opt.quant_type,
+                    opt.quant_type == 6   ? quantize_q5_0(v)
+                    : opt.quant_type == 7 ? quantize_q5_1(v)
+                                          : quantize_iq4_nl(v)));
     } else if (opt.f16 && matrix) {
       std::vector<uint8_t> half(v.size() * 2);
       for (size_t i = 0; i < v.size(); ++i) {

@@ -1,13 +1,18 @@
 // Fuzz target: the GGUF reader (model/gguf_file) and what the model layer
 // reads from an opened file: the config (config_from_gguf), the tokenizer
-// (Tokenizer::from_gguf) and, when those succeed, every tensor through
-// load_llama_weights on the CPU backend. Invariants: open() either fails
-// with a message naming the file or yields tensors that lie inside the file;
-// getters never crash on any key.
+// (Tokenizer::from_gguf), the dequantization of every tensor of a supported
+// type (all block formats of the type table, gpu/weight_format.hpp) and,
+// when config and tokenizer succeed, every tensor through load_llama_weights
+// on the CPU backend in both precisions (exact: fp32; quantized: the CPU
+// kernels' formats, requantizing the others to Q8_0). Invariants: open()
+// either fails with a message naming the file or yields tensors that lie
+// inside the file; getters never crash on any key; dequantize() succeeds on
+// every tensor tensor_bytes() accepted.
 #include <cstring>
 
 #include "fuzz_util.hpp"
 #include "gpu/backend.hpp"
+#include "model/dequant.hpp"
 #include "model/gguf_file.hpp"
 #include "model/llama_weights.hpp"
 #include "model/model_config.hpp"
@@ -43,6 +48,21 @@ void check_tensors(const model::GgufFile& g) {
   }
 }
 
+// Dequantizes the tensors of supported types (at most 1 Mi elements each).
+void dequantize_tensors(const model::GgufFile& g) {
+  std::vector<float> out;
+  for (const model::GgufTensorInfo& t : g.tensors()) {
+    const model::GgmlTypeTraits* tt = model::ggml_type_traits(t.raw_type);
+    const uint64_t n = t.num_elements();
+    if (tt == nullptr || tt->dequantize == nullptr || n > (uint64_t{1} << 20)) continue;
+    auto bytes = model::tensor_bytes(t.raw_type, n);
+    if (!bytes || *bytes != t.nbytes) continue;
+    out.resize(n);
+    FUZZ_CHECK(model::dequantize(t.raw_type, g.tensor_data(t), out.data(), n).ok(),
+               "a tensor of a supported type dequantizes");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -57,13 +77,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   read_metadata(*g);
   check_tensors(*g);
+  dequantize_tensors(*g);
   (void)model::Tokenizer::from_gguf(*g);
   auto config = model::config_from_gguf(*g);
   if (config && backend) {
-    auto w = model::load_llama_weights(scratch.path, **backend);
-    if (!w) {
-      FUZZ_CHECK(w.error().message.find(scratch.path) != std::string::npos,
-                 "the load error names the file");
+    for (auto precision : {model::WeightPrecision::kExact, model::WeightPrecision::kQuantized}) {
+      model::WeightLoadOptions o;
+      o.precision = precision;
+      auto w = model::load_llama_weights(scratch.path, **backend, o);
+      if (!w) {
+        FUZZ_CHECK(w.error().message.find(scratch.path) != std::string::npos,
+                   "the load error names the file");
+      }
     }
   }
   return 0;

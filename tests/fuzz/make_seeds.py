@@ -90,8 +90,69 @@ def tiny_llama_gguf():
     return gguf(kvs, ts)
 
 
+# The block-quantized types the loader dequantizes beyond Q8_0/Q4_0/Q4_1:
+# ggml type id -> (elements per block, bytes per block, fp16 scale offsets).
+QUANT_TYPES = {6: (32, 22, [0]), 7: (32, 24, [0, 2]), 20: (32, 18, [0]),
+               10: (256, 84, [80, 82]), 11: (256, 110, [108]), 12: (256, 144, [0, 2]),
+               13: (256, 176, [0, 2]), 14: (256, 210, [208]), 23: (256, 136, [0])}
+
+
+def quant_blocks(rng, t, n_elems):
+    """Random blocks of type t with finite fp16 scales (|d| <= 1/64)."""
+    elems, size, halves = QUANT_TYPES[t]
+    out = b""
+    for _ in range(n_elems // elems):
+        b = bytearray(rng.randbytes(size))
+        for off in halves:
+            b[off:off + 2] = struct.pack("<e", rng.uniform(-1.0, 1.0) / 64)
+        out += bytes(b)
+    return out
+
+
+def tiny_llama_quant_gguf(down_type, small_type, seed):
+    """tiny_llama_gguf's model with I = 256 so that ffn_down ([H, I], rows of
+    I) can hold a 256-element type; the other matrices (rows of H = 32) hold a
+    32-element type; Q and K share one, V another (a mixed fused group)."""
+    import random
+    rng = random.Random(seed)
+    H, V, I, heads = 32, 8, 256, 2
+    tokens = ["<s>", "</s>", "a", "b", "c", "Ġ", "ab", "Ġa"]
+    kvs = [s("general.architecture", "llama"), u32("llama.block_count", 1),
+           u32("llama.embedding_length", H), u32("llama.attention.head_count", heads),
+           u32("llama.attention.head_count_kv", heads), u32("llama.feed_forward_length", I),
+           u32("llama.context_length", 64), f32("llama.attention.layer_norm_rms_epsilon", 1e-5),
+           f32("llama.rope.freq_base", 10000.0), s("tokenizer.ggml.model", "gpt2"),
+           sarr("tokenizer.ggml.tokens", tokens), iarr("tokenizer.ggml.token_type", [3, 3] + [1] * 6),
+           sarr("tokenizer.ggml.merges", ["a b", "Ġ a"]), u32("tokenizer.ggml.bos_token_id", 0),
+           u32("tokenizer.ggml.eos_token_id", 1)]
+    other = 7 if small_type != 7 else 20
+
+    def f32s(n, v=0.01):
+        return struct.pack("<%df" % n, *([v] * n))
+
+    ts = [("token_embd.weight", [H, V], small_type, quant_blocks(rng, small_type, H * V)),
+          ("output_norm.weight", [H], 0, f32s(H, 1.0))]
+    p = "blk.0."
+    ts += [(p + "attn_norm.weight", [H], 0, f32s(H, 1.0)),
+           (p + "attn_q.weight", [H, H], small_type, quant_blocks(rng, small_type, H * H)),
+           (p + "attn_k.weight", [H, H], small_type, quant_blocks(rng, small_type, H * H)),
+           (p + "attn_v.weight", [H, H], other, quant_blocks(rng, other, H * H)),
+           (p + "attn_output.weight", [H, H], small_type, quant_blocks(rng, small_type, H * H)),
+           (p + "ffn_norm.weight", [H], 0, f32s(H, 1.0)),
+           (p + "ffn_gate.weight", [H, I], small_type, quant_blocks(rng, small_type, H * I)),
+           (p + "ffn_up.weight", [H, I], small_type, quant_blocks(rng, small_type, H * I)),
+           (p + "ffn_down.weight", [I, H], down_type, quant_blocks(rng, down_type, H * I))]
+    return gguf(kvs, ts)
+
+
 def gguf_seeds():
     put("gguf", "tiny_llama.seed", tiny_llama_gguf())
+    # One tiny model per 256-element type in ffn_down (no output.weight: a
+    # tied, quantized lm_head), the 32-element ones rotating elsewhere.
+    names = {10: "q2_k", 11: "q3_k", 12: "q4_k", 13: "q5_k", 14: "q6_k", 23: "iq4_xs"}
+    small = [6, 7, 20]
+    for i, (t, name) in enumerate(sorted(names.items())):
+        put("gguf", "tiny_llama_%s.seed" % name, tiny_llama_quant_gguf(t, small[i % 3], 100 + t))
     every = [kv("u8", 0, b"\x01"), kv("i8", 1, b"\xff"), kv("u16", 2, b"\x01\x02"), kv("i16", 3, b"\xfe\xff"),
              u32("u32", 7), kv("i32", 5, struct.pack("<i", -7)), f32("f32", 0.5), kv("bool", 7, b"\x01"),
              s("str", "hi"), kv("u64", 10, struct.pack("<Q", 9)), kv("i64", 11, struct.pack("<q", -9)),
@@ -104,6 +165,11 @@ def gguf_seeds():
           ("q8_0", [32], 8, q8), ("q4_0", [32], 2, q4_0), ("q4_1", [32], 3, q4_1),
           ("bf16", [2], 30, b"\x80\x3f\x00\x40")]
     put("gguf", "every_type_v3.seed", gguf(every, ts, align=64))
+    import random
+    rng = random.Random(5)
+    qs = [("type_%d" % t, [QUANT_TYPES[t][0] * 2], t, quant_blocks(rng, t, QUANT_TYPES[t][0] * 2))
+          for t in sorted(QUANT_TYPES)]
+    put("gguf", "every_quant_type_v3.seed", gguf([], qs))
     put("gguf", "v2_empty.seed", gguf([], [], version=2))
 
 

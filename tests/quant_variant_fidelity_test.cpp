@@ -1,0 +1,136 @@
+// Opt-in: SmolLM2-135M in other GGUF quantizations (files that llama.cpp's
+// llama-quantize made from the default Q4_1 model, tools/make-quant-variants)
+// against the HF goldens of tests/data/logits/smollm2.json. Those goldens are
+// HF transformers on the dequantized *Q4_1* file, so for a variant they
+// measure how far its own quantization moves the model from that reference,
+// on top of Pagoda's error; the floor below is loose and only catches a
+// broken format (garbage logits agree with nothing). Measured (CPU, AVX-512
+// VNNI, quantized / exact): Q4_1 247/256, Q6_K 246/248, Q4_K_M 231/232,
+// Q5_0 228/226, Q5_K_M 221/221, Q3_K_M 217/215, Q5_1 216/216, IQ4_XS 204/207,
+// IQ4_NL 203/205, Q2_K 185/181, Q2_K_pure 113/106.
+//
+// Set PAGODA_QUANT_VARIANTS to a ':'-separated list of .gguf paths; without
+// it every test skips and says so (CI never builds llama.cpp).
+//
+// Measures, per file and precision (8 prompts x 32 tokens):
+//  - teacher-forced agreement: HF's greedy token fed back at every step; how
+//    many of our argmaxes equal HF's token (of 256);
+//  - greedy prefix: our own greedy continuation's common prefix with HF's,
+//    summed over the prompts (of 256).
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "formats_test_util.hpp"
+#include "llama_test_util.hpp"
+
+namespace pagoda {
+namespace {
+
+using model::LlamaModel;
+using model::WeightPrecision;
+
+constexpr int32_t kMaxLen = 128;
+constexpr int32_t kSteps = 32;
+
+struct Golden {
+  std::vector<std::vector<int32_t>> ids, greedy;
+};
+
+Golden load_golden() {
+  Golden g;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root = parser.load(test::logits_data("smollm2.json"));
+  for (simdjson::dom::element p : root["prompts"].get_array()) {
+    std::vector<int32_t> ids, greedy;
+    for (int64_t v : p["ids"].get_array()) ids.push_back(int32_t(v));
+    for (int64_t v : p["greedy"].get_array()) greedy.push_back(int32_t(v));
+    g.ids.push_back(ids);
+    g.greedy.push_back(greedy);
+  }
+  return g;
+}
+
+std::vector<std::string> variant_paths() {
+  const char* env = std::getenv("PAGODA_QUANT_VARIANTS");
+  std::vector<std::string> out;
+  std::stringstream ss(env ? env : "");
+  for (std::string p; std::getline(ss, p, ':');) {
+    if (!p.empty()) out.push_back(p);
+  }
+  return out;
+}
+
+// Runs all prompts batched for kSteps steps; at each step feeds HF's token
+// (forced) or our argmax. Returns per prompt our argmaxes.
+std::vector<std::vector<int32_t>> run(LlamaModel& m, gpu::KvCache& cache, const Golden& g,
+                                      bool forced) {
+  const int32_t S = int32_t(g.ids.size()), V = m.config().vocab_size;
+  const int32_t bs = m.options().block_size, bps = kMaxLen / bs;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<std::vector<int32_t>> ours(g.ids.size());
+  for (int32_t i = 0; i < S; ++i) tables.push_back(test::sequential_blocks(kMaxLen, bs, i * bps));
+  std::vector<float> logits(size_t(S) * size_t(V));  // [S, vocab]
+  model::ForwardBatch b;
+  b.clear(bps);
+  for (int32_t i = 0; i < S; ++i) b.add_sequence(g.ids[size_t(i)], 0, tables[size_t(i)], bs);
+  for (int32_t step = 0; step < kSteps; ++step) {
+    auto r = m.forward(b, cache, logits.data());
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    if (!r.ok()) break;
+    b.clear(bps);
+    for (int32_t i = 0; i < S; ++i) {
+      const int32_t mine = test::argmax(logits.data() + size_t(i) * size_t(V), V);
+      ours[size_t(i)].push_back(mine);
+      const int32_t& next = forced ? g.greedy[size_t(i)][size_t(step)] : ours[size_t(i)].back();
+      const int32_t pos = int32_t(g.ids[size_t(i)].size()) + step;
+      b.add_sequence(std::span<const int32_t>(&next, 1), pos, tables[size_t(i)], bs);
+    }
+  }
+  return ours;
+}
+
+TEST(QuantVariantFidelity, TeacherForcedAndGreedyAgainstHf) {
+  const std::vector<std::string> paths = variant_paths();
+  if (paths.empty()) {
+    GTEST_SKIP() << "PAGODA_QUANT_VARIANTS is not set (':'-separated .gguf paths made by "
+                    "tools/make-quant-variants)";
+  }
+  const Golden g = load_golden();
+  for (const std::string& path : paths) {
+    for (WeightPrecision prec : {WeightPrecision::kQuantized, WeightPrecision::kExact}) {
+      SCOPED_TRACE(path + " " + model::weight_precision_name(prec));
+      auto backend = test::cpu_backend();
+      model::LoadOptions o;
+      o.precision = prec;
+      o.max_num_batched_tokens = 256;
+      o.max_num_seqs = 8;
+      o.max_model_len = kMaxLen;
+      auto m = LlamaModel::load(path, *backend, o);
+      ASSERT_TRUE(m.ok()) << m.error().message;
+      auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8 * kMaxLen / 16);
+      ASSERT_TRUE(cache.ok());
+      size_t forced = 0, prefix = 0;
+      const auto f = run(**m, *cache, g, true);
+      const auto free_run = run(**m, *cache, g, false);
+      std::string per_prompt;
+      for (size_t p = 0; p < g.ids.size(); ++p) {
+        for (size_t t = 0; t < f[p].size(); ++t) forced += f[p][t] == g.greedy[p][t];
+        size_t n = 0;
+        while (n < free_run[p].size() && free_run[p][n] == g.greedy[p][n]) ++n;
+        prefix += n;
+        per_prompt += (p ? " " : "") + std::to_string(n);
+      }
+      std::printf("[%s %s] teacher-forced agreement %zu/256, greedy prefix %zu/256 (%s)\n",
+                  path.substr(path.rfind('/') + 1).c_str(), model::weight_precision_name(prec),
+                  forced, prefix, per_prompt.c_str());
+      EXPECT_GE(forced, 96u);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagoda
