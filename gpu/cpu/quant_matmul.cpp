@@ -136,6 +136,7 @@ TileFn tile_kernel(QuantIsa isa) {
   switch (isa) {
     case QuantIsa::Avx2: return &detail::quant_tile_avx2;
     case QuantIsa::AvxVnni: return &detail::quant_tile_avxvnni;
+    case QuantIsa::Avx512Bw: return &detail::quant_tile_avx512bw;
     case QuantIsa::Avx512Vnni: return &detail::quant_tile_avx512vnni;
     case QuantIsa::Scalar: break;
   }
@@ -192,8 +193,14 @@ void run_tiles(const LinearWeight& w, const detail::ActBlock* act, float* y, int
 }  // namespace
 
 QuantizeFn activation_quantizer(QuantIsa isa) {
-  return isa == QuantIsa::Scalar ? &detail::quantize_activations
-                                 : &detail::quantize_activations_avx2;
+  switch (isa) {
+    case QuantIsa::Avx2:
+    case QuantIsa::AvxVnni: return &detail::quantize_activations_avx2;
+    case QuantIsa::Avx512Bw:
+    case QuantIsa::Avx512Vnni: return &detail::quantize_activations_avx512;
+    case QuantIsa::Scalar: break;
+  }
+  return &detail::quantize_activations;
 }
 
 Result<void> quant_matmul_quantized(const LinearWeight& w, const detail::ActBlock* act, float* y,
