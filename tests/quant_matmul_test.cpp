@@ -224,8 +224,10 @@ TEST(QuantMatmul, MatchesReferencesWithinQuantizationBound) {
 }
 
 // Every compiled SIMD variant the CPU supports gives the scalar kernel's
-// bits, on shapes that exercise every tile remainder (M % 4, N % NR), the
-// model's shapes, extreme scales, zero and non-finite blocks.
+// bits, on shapes that exercise every tile remainder (M % 4 and M % 8: the
+// AVX-512 packed kernel's 8-row steps; N % NR; M past the packed split's
+// 64-row blocks), the model's shapes, extreme scales, zero and non-finite
+// blocks.
 class QuantVariant : public ::testing::TestWithParam<QuantIsa> {};
 
 TEST_P(QuantVariant, EqualsScalarBitForBit) {
@@ -237,7 +239,8 @@ TEST_P(QuantVariant, EqualsScalarBitForBit) {
   std::mt19937 rng(5);
   const Shape shapes[] = {{1, 1, 32},    {2, 3, 64},     {3, 5, 96},     {4, 6, 128},
                           {5, 7, 160},   {7, 9, 192},    {9, 13, 576},   {1, 1536, 576},
-                          {6, 192, 1536}, {1, 4099, 64}, {33, 67, 576},  {64, 576, 1536}};
+                          {6, 192, 1536}, {1, 4099, 64}, {33, 67, 576},  {64, 576, 1536},
+                          {8, 40, 64},   {16, 129, 256}, {70, 37, 96},  {135, 300, 64}};
   int64_t compared = 0;
   for (WeightFormat f : kFormats) {
     for (const Shape& s : shapes) {

@@ -109,16 +109,22 @@ PAGODA_SIMD inline __m512i partial(const ZWeights& w, const ActBlock& a) {
 }
 
 // out[i·MR + r] = the 16 outputs of group i (tiles at g + i·gstride) for
-// activation row a[r], over nb blocks.
+// activation row a[r], over nb blocks. pf (nullptr: none): tiles to
+// prefetch into L2 along the way, block for block (the group the caller
+// reads next), so its memory traffic overlaps this call's arithmetic.
 template <WeightFormat F, int NG, int MR>
 PAGODA_SIMD inline void micro(const uint8_t* g, int64_t gstride, const ActBlock* const* a,
-                              int64_t nb, __m512* out) {
+                              int64_t nb, __m512* out, const uint8_t* pf) {
   constexpr int64_t T = packed_tile_bytes(F);
   constexpr bool kOffset = F == WeightFormat::Q4_1;
   __m512 acc[NG][MR], macc[NG][MR];
 #pragma GCC unroll 4
   for (int i = 0; i < NG * MR; ++i) acc[i / MR][i % MR] = macc[i / MR][i % MR] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (pf != nullptr) {
+#pragma GCC unroll 9
+      for (int64_t off = 0; off < T; off += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + b * T + off), _MM_HINT_T1);
+    }
 #pragma GCC unroll 2
     for (int i = 0; i < NG; ++i) {
       const uint8_t* t = g + i * gstride + b * T;
@@ -129,7 +135,7 @@ PAGODA_SIMD inline void micro(const uint8_t* g, int64_t gstride, const ActBlock*
       }
       ZWeights v;
       unpack<F>(t + kHeader<F>, v);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
         const ActBlock& ab = a[r][b];
         const __m512 p = _mm512_cvtepi32_ps(partial<F>(v, ab));
@@ -156,12 +162,16 @@ PAGODA_SIMD inline void store(const LinearWeight& w, float* y, int64_t m, int64_
   }
 }
 
+// Groups g .. g+NG-1 for rows m .. m+MR-1; prefetching group g + NG when
+// `prefetch` and it exists.
 template <WeightFormat F, int NG, int MR>
 PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int64_t m, int64_t g,
-                            float* y) {
+                            float* y, bool prefetch = false) {
   const int64_t nb = w.k / kQuantBlock, gstride = nb * packed_tile_bytes(F);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const bool pf = prefetch && (g + NG) * kPackRows < w.n;
   __m512 out[NG * MR];
-  micro<F, NG, MR>(static_cast<const uint8_t*>(w.data) + g * gstride, gstride, a, nb, out);
+  micro<F, NG, MR>(base + g * gstride, gstride, a, nb, out, pf ? base + (g + NG) * gstride : nullptr);
   for (int i = 0; i < NG; ++i) {
     for (int r = 0; r < MR; ++r) store(w, y, m + r, g + i, out[i * MR + r]);
   }
@@ -178,16 +188,24 @@ PAGODA_SIMD void tile(const LinearWeight& w, const ActBlock* act, float* y, int6
     if (g < g1) run<F, 1, 1>(w, a, m0, g, y);
     return;
   }
-  for (int64_t g = g0; g < g1; ++g) {  // the group's tiles stay in L1 across the rows
-    for (int64_t m = m0; m < m1; m += 4) {
-      const ActBlock* a[4];
-      const int rows = int(std::min<int64_t>(4, m1 - m));
-      for (int r = 0; r < 4; ++r) a[r] = act + (m + std::min(r, rows - 1)) * nb;
+  // Batches: the group's tiles stay in L1/L2 while every row passes over
+  // them; the first pass prefetches the next group's tiles into L2.
+  constexpr int kMR = 8;
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int64_t m = m0; m < m1; m += kMR) {
+      const ActBlock* a[kMR];
+      const int rows = int(std::min<int64_t>(kMR, m1 - m));
+      for (int r = 0; r < kMR; ++r) a[r] = act + (m + std::min(r, rows - 1)) * nb;
+      const bool pf = m == m0;
       switch (rows) {
-        case 4: run<F, 1, 4>(w, a, m, g, y); break;
-        case 3: run<F, 1, 3>(w, a, m, g, y); break;
-        case 2: run<F, 1, 2>(w, a, m, g, y); break;
-        default: run<F, 1, 1>(w, a, m, g, y); break;
+        case 8: run<F, 1, 8>(w, a, m, g, y, pf); break;
+        case 7: run<F, 1, 7>(w, a, m, g, y, pf); break;
+        case 6: run<F, 1, 6>(w, a, m, g, y, pf); break;
+        case 5: run<F, 1, 5>(w, a, m, g, y, pf); break;
+        case 4: run<F, 1, 4>(w, a, m, g, y, pf); break;
+        case 3: run<F, 1, 3>(w, a, m, g, y, pf); break;
+        case 2: run<F, 1, 2>(w, a, m, g, y, pf); break;
+        default: run<F, 1, 1>(w, a, m, g, y, pf); break;
       }
     }
   }
