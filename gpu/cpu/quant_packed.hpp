@@ -65,7 +65,8 @@ constexpr int64_t packed_bytes(WeightFormat f, int64_t n, int64_t k) {
 // `out` lives and is not resized). An Error for another format or layout.
 Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& out);
 
-// The split both packed matmuls use: tasks of 64 rows of x × `per_task`
+// The split of half_matmul and of quant_matmul's single-row case (its
+// batches split over columns only, quant_matmul.cpp): tasks of 64 rows of x × `per_task`
 // 16-row groups of W on `pool`; fn(m0, m1, g0, g1) per task (any callable,
 // not copied). Runs on the caller and the pool's workers.
 template <class F>

@@ -23,7 +23,8 @@
 // product and one FMA (Q4_1: a second FMA for the offset term): the scalar
 // kernel's fp32 steps in its order, so the bits are the same.
 // Register tiles: two groups × one activation row (decode), one group × up to
-// four activation rows (batches).
+// eight activation rows (batches; the first pass over a group prefetches the
+// next group's tiles into L2).
 
 template <WeightFormat F>
 constexpr int64_t kHeader = F == WeightFormat::Q4_1 ? 64 : 32;
