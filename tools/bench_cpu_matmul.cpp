@@ -198,81 +198,113 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+namespace {
+
+// The step's weights in call order: 16 × (qkv, o, gate_up, down), then the output.
+constexpr int kShapes = 5, kLayers = 16;
+constexpr const char* kNames[kShapes] = {"qkv", "o", "gate_up", "down", "output"};
+constexpr int64_t kNK[kShapes][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192},
+                                     {49152, 2048}};
+
+struct Step {
+  std::vector<PackedWeight> ws;  // call order; ws[s] is shape s's first weight (s < 4)
+  std::vector<float> x, y;       // [512, 8192], [512, 49152]
+  cpu::MatmulScratch scratch;
+};
+
+// Median us per step of each shape (summed over layers) and of the whole step.
+struct StepTimes {
+  double shape_us[kShapes] = {};
+  double step_us = 0;
+};
+
+StepTimes time_steps(Step& st, int64_t M, QuantIsa isa, cpu::ThreadPool& p, bool cpu_clock) {
+  const int reps = M >= 512 ? 1 : 7, first = M >= 512 ? 1 : 0;  // rep 0: warm-up
+  std::vector<std::vector<double>> per_shape(kShapes);
+  std::vector<double> total;
+  for (int r = first; r <= reps; ++r) {
+    double sums[kShapes] = {};
+    for (const PackedWeight& w : st.ws) {
+      const double c0 = thread_cpu_seconds();
+      const auto t0 = std::chrono::steady_clock::now();
+      if (!cpu::quant_matmul(w.view, st.x.data(), st.y.data(), M, st.scratch, isa, p)) std::exit(1);
+      const double sec =
+          cpu_clock ? thread_cpu_seconds() - c0
+                    : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      sums[std::find_if(kNames, kNames + kShapes, [&](const char* n) { return n == w.name; }) -
+           kNames] += sec * 1e6;
+    }
+    if (r == 0) continue;
+    double t = 0;
+    for (int s = 0; s < kShapes; ++s) per_shape[size_t(s)].push_back(sums[s]), t += sums[s];
+    total.push_back(t);
+  }
+  StepTimes out;
+  for (int s = 0; s < kShapes; ++s) out.shape_us[s] = median(per_shape[size_t(s)]);
+  out.step_us = median(total);
+  return out;
+}
+
+std::string shape_line(const Step& st, int s, WeightFormat f, QuantIsa isa, bool cpu_clock,
+                       int64_t M, double us, const CpuCeilings& ceil) {
+  const double bw = cpu_clock ? ceil.read_bytes_per_cpu_s_1t : ceil.read_bytes_per_s;
+  const double peak = cpu_clock ? ceil.int8_ops_per_cpu_s_1t[int(isa)] : ceil.int8_ops_per_s[int(isa)];
+  const double N = double(kNK[s][0]), K = double(kNK[s][1]);
+  const double bytes = double(st.ws[s == 4 ? st.ws.size() - 1 : size_t(s)].bytes.size()) +
+                       4.0 * double(M) * (N + K);
+  const double gops = 2.0 * double(M) * N * K / us / 1e3, gbs = bytes / us / 1e3;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "{\"name\":\"%s\",\"format\":\"%s\",\"layout\":\"packed16\",\"isa\":\"%s\","
+                "\"clock\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"us\":%.1f,"
+                "\"gop_per_s\":%.1f,\"gb_per_s\":%.2f,\"bw_fraction\":%.3f,\"peak_fraction\":%.3f}",
+                kNames[s], format_name(f).data(), cpu::isa_name(isa).data(),
+                cpu_clock ? "cpu_1t" : "wall", (long long)M, (long long)N, (long long)K, us, gops,
+                gbs, bw > 0 ? gbs * 1e9 / bw : 0.0, peak > 0 ? gops * 1e9 / peak : 0.0);
+  return line;
+}
+
+}  // namespace
+
 void llama1b_cases(WeightFormat f, const CpuMatmulOptions& opt, const CpuCeilings& ceil,
                    std::vector<std::string>& out) {
-  // The step's weights in call order: 16 × (qkv, o, gate_up, down), then the output.
-  constexpr int kShapes = 5, kLayers = 16;
-  const char* names[kShapes] = {"qkv", "o", "gate_up", "down", "output"};
-  const int64_t NK[kShapes][2] = {{3072, 2048}, {2048, 2048}, {16384, 2048}, {2048, 8192}, {49152, 2048}};
-  std::vector<PackedWeight> ws;
+  Step st;
   for (int l = 0; l < kLayers; ++l) {
-    for (int s = 0; s < 4; ++s) ws.push_back(make_packed(names[s], f, NK[s][0], NK[s][1], uint64_t(l * 8 + s)));
+    for (int s = 0; s < 4; ++s) {
+      st.ws.push_back(make_packed(kNames[s], f, kNK[s][0], kNK[s][1], uint64_t(l * 8 + s)));
+    }
   }
-  ws.push_back(make_packed(names[4], f, NK[4][0], NK[4][1], 999));
-  std::vector<float> x(size_t(512) * 8192), y(size_t(512) * 49152);
+  st.ws.push_back(make_packed(kNames[4], f, kNK[4][0], kNK[4][1], 999));
+  st.x.resize(size_t(512) * 8192);
+  st.y.resize(size_t(512) * 49152);
   std::mt19937 rng(8);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  for (auto& v : x) v = g(rng);
-  cpu::MatmulScratch scratch;
+  for (auto& v : st.x) v = g(rng);
   static cpu::ThreadPool one(1);
-  cpu::ThreadPool& pool = cpu::ThreadPool::global();
+  auto emit = [&out](const std::string& line) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    out.push_back(line);
+  };
   std::map<std::pair<int, int64_t>, std::pair<double, double>> steps;  // (isa, M) -> (ms, cpu ms)
   const std::vector<int64_t> Ms = opt.ms.empty() ? std::vector<int64_t>{1, 4, 16, 32, 512} : opt.ms;
   for (int64_t M : Ms) {
     if (M < 1 || M > 512) continue;
-    const int reps = M >= 512 ? 1 : 7, first = M >= 512 ? 1 : 0;  // rep 0: warm-up
+    const bool one_thread = opt.one_thread && (M <= 32 || !opt.ms.empty());  // else minutes
     for (QuantIsa isa : selected(opt)) {
       if (isa == QuantIsa::Scalar) continue;
-      for (int clock = opt.all_threads ? 0 : 1; clock < (opt.one_thread && (M <= 32 || !opt.ms.empty()) ? 2 : 1);
-           ++clock) {
-        cpu::ThreadPool& p = clock == 0 ? pool : one;
-        std::vector<std::vector<double>> per_shape(kShapes);  // us per step, summed over layers
-        std::vector<double> total;
-        for (int r = first; r <= reps; ++r) {
-          double sums[kShapes] = {};
-          for (const PackedWeight& w : ws) {
-            const double c0 = thread_cpu_seconds();
-            const auto t0 = std::chrono::steady_clock::now();
-            if (!cpu::quant_matmul(w.view, x.data(), y.data(), M, scratch, isa, p)) std::exit(1);
-            const double sec = clock == 0 ? std::chrono::duration<double>(
-                                                std::chrono::steady_clock::now() - t0).count()
-                                          : thread_cpu_seconds() - c0;
-            sums[std::find(names, names + kShapes, w.name) - names] += sec * 1e6;
-          }
-          if (r == 0) continue;
-          double t = 0;
-          for (int s = 0; s < kShapes; ++s) per_shape[size_t(s)].push_back(sums[s]), t += sums[s];
-          total.push_back(t);
-        }
-        const double bw = clock == 0 ? ceil.read_bytes_per_s : ceil.read_bytes_per_cpu_s_1t;
-        const double peak = clock == 0 ? ceil.int8_ops_per_s[int(isa)]
-                                       : ceil.int8_ops_per_cpu_s_1t[int(isa)];
+      for (int clock = opt.all_threads ? 0 : 1; clock < (one_thread ? 2 : 1); ++clock) {
+        const StepTimes t = time_steps(st, M, isa, clock == 0 ? cpu::ThreadPool::global() : one,
+                                       clock == 1);
         for (int s = 0; s < kShapes; ++s) {
-          const int calls = s == 4 ? 1 : kLayers;
-          const double us = median(per_shape[size_t(s)]) / calls;
-          const double N = double(NK[s][0]), K = double(NK[s][1]);
-          const double bytes = double(ws[size_t(s == 4 ? ws.size() - 1 : size_t(s))].bytes.size()) +
-                               4.0 * double(M) * (N + K);
-          const double gops = 2.0 * double(M) * N * K / us / 1e3, gbs = bytes / us / 1e3;
-          char line[512];
-          std::snprintf(line, sizeof line,
-                        "{\"name\":\"%s\",\"format\":\"%s\",\"layout\":\"packed16\",\"isa\":\"%s\","
-                        "\"clock\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"us\":%.1f,"
-                        "\"gop_per_s\":%.1f,\"gb_per_s\":%.2f,\"bw_fraction\":%.3f,"
-                        "\"peak_fraction\":%.3f}",
-                        names[s], format_name(f).data(), cpu::isa_name(isa).data(),
-                        clock == 0 ? "wall" : "cpu_1t", (long long)M, (long long)N, (long long)K,
-                        us, gops, gbs, bw > 0 ? gbs * 1e9 / bw : 0.0,
-                        peak > 0 ? gops * 1e9 / peak : 0.0);
-          std::fprintf(stderr, "%s\n", line);
-          out.push_back(line);
+          emit(shape_line(st, s, f, isa, clock == 1, M, t.shape_us[s] / (s == 4 ? 1 : kLayers), ceil));
         }
-        (clock == 0 ? steps[{int(isa), M}].first : steps[{int(isa), M}].second) = median(total) / 1e3;
+        (clock == 0 ? steps[{int(isa), M}].first : steps[{int(isa), M}].second) = t.step_us / 1e3;
       }
     }
   }
   for (const auto& [key, ms] : steps) {
-    const auto base = steps[{key.first, 1}];
+    const auto it = steps.find({key.first, 1});
+    const std::pair<double, double> base = it == steps.end() ? std::pair{0.0, 0.0} : it->second;
     char line[320];
     std::snprintf(line, sizeof line,
                   "{\"name\":\"llama1b_step_matmuls\",\"format\":\"%s\",\"isa\":\"%s\",\"M\":%lld,"
@@ -280,8 +312,7 @@ void llama1b_cases(WeightFormat f, const CpuMatmulOptions& opt, const CpuCeiling
                   format_name(f).data(), cpu::isa_name(QuantIsa(key.first)).data(),
                   (long long)key.second, ms.first, base.first > 0 ? ms.first / base.first : 0.0,
                   ms.second, base.second > 0 ? ms.second / base.second : 0.0);
-    std::fprintf(stderr, "%s\n", line);
-    out.push_back(line);
+    emit(line);
   }
 }
 
