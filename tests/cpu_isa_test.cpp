@@ -68,5 +68,37 @@ TEST(CpuIsa, ChoiceRule) {
   EXPECT_NE(cpu_isa_summary().find(isa_name(best_quant_isa())), std::string::npos);
 }
 
+// The choice rule on simulated CPUs (the variant order of kAllQuantIsas):
+// AVX-512 F/BW/VL/DQ without VNNI (Skylake-class Xeons) gets avx512bw, AVX2
+// alone avx2, AVX2 + AVX-VNNI (Alder Lake) avxvnni, AVX-512 VNNI avx512vnni.
+TEST(CpuIsa, ChoiceOnSimulatedCpus) {
+  struct Sim {
+    CpuFeatures f;
+    QuantIsa want;
+  };
+  const Sim sims[] = {{{false, false, false, false}, QuantIsa::Scalar},
+                      {{true, false, false, false}, QuantIsa::Avx2},
+                      {{true, true, false, false}, QuantIsa::AvxVnni},
+                      {{true, false, true, false}, QuantIsa::Avx512Bw},
+                      {{true, false, true, true}, QuantIsa::Avx512Vnni},
+                      {{true, true, true, true}, QuantIsa::Avx512Vnni}};
+  for (const Sim& s : sims) {
+    auto lacks = [&](QuantIsa isa) -> std::string {
+      const bool ok = isa == QuantIsa::Scalar || (isa == QuantIsa::Avx2 && s.f.avx2) ||
+                      (isa == QuantIsa::AvxVnni && s.f.avx_vnni) ||
+                      (isa == QuantIsa::Avx512Bw && s.f.avx512) ||
+                      (isa == QuantIsa::Avx512Vnni && s.f.avx512_vnni);
+      return ok ? "" : "lacks it";
+    };
+    std::string why;
+    EXPECT_EQ(choose_variant(kAllQuantIsas, "PAGODA_CPU_ISA", nullptr, isa_name, lacks, &why), s.want)
+        << s.f.describe();
+    // Forcing avx512bw works wherever AVX-512 BW is present.
+    const QuantIsa forced =
+        choose_variant(kAllQuantIsas, "PAGODA_CPU_ISA", "avx512bw", isa_name, lacks, &why);
+    EXPECT_EQ(forced, s.f.avx512 ? QuantIsa::Avx512Bw : s.want) << why;
+  }
+}
+
 }  // namespace
 }  // namespace pagoda::gpu::cpu

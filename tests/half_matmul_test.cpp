@@ -132,7 +132,8 @@ TEST_P(HalfVariant, EqualsScalarBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, HalfVariant,
-                         ::testing::Values(QuantIsa::Avx2, QuantIsa::AvxVnni, QuantIsa::Avx512Vnni),
+                         ::testing::Values(QuantIsa::Avx2, QuantIsa::AvxVnni, QuantIsa::Avx512Bw,
+                                           QuantIsa::Avx512Vnni),
                          [](const ::testing::TestParamInfo<QuantIsa>& i) {
                            return std::string(isa_name(i.param));
                          });

@@ -14,7 +14,7 @@
 //  - vs x̂·dequant(W)ᵀ ("tight"), x̂ = activations quantized here by the spec
 //    (d = amax/127, q = round-to-nearest-even(x·(1/d))): only F remains, with
 //    A_j = |x̂_j|. Any integer or layout slip shows up as O(1) errors here.
-//  - SIMD variants (AVX2, AVX-VNNI, AVX-512 VNNI) vs scalar: bit for bit
+//  - SIMD variants (AVX2, AVX-VNNI, AVX-512 BW, AVX-512 VNNI) vs scalar: bit for bit
 //    equal (they share one fixed fp32 summation order, see
 //    gpu/cpu/quant_tile_simd.hpp); a variant this CPU lacks skips and says why.
 //  - Every check runs on both weight layouts: the file's rows and the CPU's
@@ -224,8 +224,10 @@ TEST(QuantMatmul, MatchesReferencesWithinQuantizationBound) {
 }
 
 // Every compiled SIMD variant the CPU supports gives the scalar kernel's
-// bits, on shapes that exercise every tile remainder (M % 4, N % NR), the
-// model's shapes, extreme scales, zero and non-finite blocks.
+// bits, on shapes that exercise every tile remainder (M % 4 and M % 8: the
+// AVX-512 packed kernel's 8-row steps; N % NR; M past the packed split's
+// 64-row blocks), the model's shapes, extreme scales, zero and non-finite
+// blocks.
 class QuantVariant : public ::testing::TestWithParam<QuantIsa> {};
 
 TEST_P(QuantVariant, EqualsScalarBitForBit) {
@@ -237,7 +239,8 @@ TEST_P(QuantVariant, EqualsScalarBitForBit) {
   std::mt19937 rng(5);
   const Shape shapes[] = {{1, 1, 32},    {2, 3, 64},     {3, 5, 96},     {4, 6, 128},
                           {5, 7, 160},   {7, 9, 192},    {9, 13, 576},   {1, 1536, 576},
-                          {6, 192, 1536}, {1, 4099, 64}, {33, 67, 576},  {64, 576, 1536}};
+                          {6, 192, 1536}, {1, 4099, 64}, {33, 67, 576},  {64, 576, 1536},
+                          {8, 40, 64},   {16, 129, 256}, {70, 37, 96},  {135, 300, 64}};
   int64_t compared = 0;
   for (WeightFormat f : kFormats) {
     for (const Shape& s : shapes) {
@@ -264,10 +267,39 @@ TEST_P(QuantVariant, EqualsScalarBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, QuantVariant,
                          ::testing::Values(QuantIsa::Avx2, QuantIsa::AvxVnni,
-                                           QuantIsa::Avx512Vnni),
+                                           QuantIsa::Avx512Bw, QuantIsa::Avx512Vnni),
                          [](const ::testing::TestParamInfo<QuantIsa>& i) {
                            return std::string(isa_name(i.param));
                          });
+
+// Every variant's activation quantizer writes the scalar one's bytes (scales,
+// sums and quants), on blocks of extreme scales, zero and non-finite blocks.
+TEST(QuantMatmul, ActivationQuantizersWriteTheScalarBytes) {
+  std::mt19937 rng(77);
+  std::vector<float> x = make_x(5, 640, rng);
+  const float scales[] = {1.0f, 1e-20f, 3e4f, 1e-40f, 0.5f, 1e20f, 0x1p-126f, 1e-31f};
+  for (size_t i = 0; i < x.size(); ++i) x[i] *= scales[i / 32 % 8];
+  x[100] = NAN;
+  x[700] = -INFINITY;
+  for (int j = 0; j < 32; ++j) x[size_t(1280 + j)] = (j % 2 ? 127.5f : -0.5f) * (j + 1);  // ties
+  const int64_t blocks = 5 * 640 / 32;
+  std::vector<detail::ActBlock> want(static_cast<size_t>(blocks)), got(static_cast<size_t>(blocks));
+  activation_quantizer(QuantIsa::Scalar)(x.data(), 5, 640, want.data());
+  for (QuantIsa isa : isas()) {
+    std::fill(got.begin(), got.end(), detail::ActBlock{1, 2, 3, {}});
+    activation_quantizer(isa)(x.data(), 5, 640, got.data());
+    for (int64_t b = 0; b < blocks; ++b) {
+      const detail::ActBlock &w = want[size_t(b)], &g = got[size_t(b)];
+      const bool nan = std::isnan(w.d);
+      ASSERT_EQ(nan, std::isnan(g.d)) << name(isa) << " block " << b;
+      if (nan) continue;
+      ASSERT_EQ(w.d, g.d) << name(isa) << " block " << b;
+      ASSERT_EQ(w.s, g.s) << name(isa) << " block " << b;
+      ASSERT_EQ(w.sum, g.sum) << name(isa) << " block " << b;
+      for (int j = 0; j < 32; ++j) ASSERT_EQ(w.qs[j], g.qs[j]) << name(isa) << " " << b << "," << j;
+    }
+  }
+}
 
 TEST(QuantMatmul, ForcedUnsupportedVariantIsAnError) {
   for (QuantIsa isa : kAllQuantIsas) {

@@ -10,12 +10,20 @@
 //  - matmul through cuBLAS (BF16 weights): TFLOP/s;
 //  - CPU quantized matmul (the int8 kernels, every ISA variant this CPU
 //    supports side by side, on SmolLM2-135M's shapes: Q4_1 layers, the Q8_0
-//    49152 x 576 output matrix) at M = 1, 32, 512: us per call and GOP/s
-//    (2·M·N·K / time), and the ratio to the avx2 variant.
+//    49152 x 576 output matrix) at M = 1, 32, 512: us per call, GOP/s
+//    (2·M·N·K / time) and GB/s against the machine's measured read bandwidth
+//    and each variant's measured int8 peak (tools/bench_cpu_matmul.hpp,
+//    tools/cpu_peaks.hpp), and the ratio to the avx2 variant. --llama1b:
+//    instead Llama-3.2-1B's shapes (Q4_0, or --format q8_0) at M = 1, 4, 16,
+//    32, 512 (or --m) in the packed layout, with the matmul time of a whole
+//    decode step per M, on all threads and on one thread (CPU time; only
+//    that with --one-thread-only); --isa a,b limits the variants.
 // CUDA timings use events on the backend's stream (3 warm-up calls, then the
 // mean of N); CPU timings use steady_clock. Without a device only the CPU
 // part runs; builds without CUDA have only the CPU part.
 // Usage: bench_kernels [--json FILE] [--quick] [--cpu-matmul-only]
+//                      [--llama1b [--format q4_0|q8_0] [--m 1,16,...] [--one-thread-only]]
+//                      [--isa NAME[,NAME...]]
 #if PAGODA_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -24,6 +32,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <functional>
@@ -34,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_cpu_matmul.hpp"
 #include "gpu/backend.hpp"
 #include "gpu/cpu/cpu_isa.hpp"
 #include "gpu/cpu/quant_matmul.hpp"
@@ -265,85 +275,6 @@ std::string matmul_case(cuda::CudaBackend& be, int64_t M, int64_t N, int64_t K, 
 }
 #endif
 
-// Random blocks of a quantized format: fp16 scales in [0.002, 0.03), random quants.
-std::vector<uint8_t> random_quant_weight(WeightFormat f, int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.002f, 0.03f);
-  const int64_t bsz = block_bytes(f), nb = n * k / 32;
-  std::vector<uint8_t> raw(size_t(nb * bsz));
-  for (auto& b : raw) b = uint8_t(byte(rng));
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint16_t d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(-scale(rng) * 8);
-    std::memcpy(&raw[size_t(b * bsz)], &d, 2);
-    if (f == WeightFormat::Q4_1) std::memcpy(&raw[size_t(b * bsz + 2)], &m, 2);
-  }
-  return raw;
-}
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
-// CPU quant_matmul of one shape with every supported ISA variant, one line
-// each. Two timings: "us" = wall time per call on the global pool (all
-// threads); "cpu_us_1t" = this thread's CPU time per call on a 1-thread pool,
-// which other processes on a loaded machine disturb far less (use it to
-// compare variants; the wall time is what a user sees on an idle machine).
-void cpu_matmul_cases(const char* name, WeightFormat f, int64_t M, int64_t N, int64_t K,
-                      double seconds_budget, std::vector<std::string>& out) {
-  const std::vector<uint8_t> raw = random_quant_weight(f, N, K, 7);
-  std::vector<uint8_t> packed_bytes;
-  const LinearWeight rows{f, N, K, raw.data()};
-  const auto packed = cpu::pack_weight(rows, packed_bytes);
-  if (!packed) std::exit(1);
-  std::vector<float> x(size_t(M * K)), y(size_t(M * N));
-  std::mt19937 rng(8);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  for (auto& v : x) v = g(rng);
-  cpu::MatmulScratch scratch;
-  cpu::ThreadPool& pool = cpu::ThreadPool::global();
-  static cpu::ThreadPool one(1);
-  for (const LinearWeight& w : {rows, *packed}) {
-    const char* layout = w.layout == WeightLayout::kRows ? "rows" : "packed16";
-    double avx2_cpu = 0;
-    for (cpu::QuantIsa isa : cpu::kAllQuantIsas) {
-      if (!cpu::quant_isa_supported(isa)) continue;
-      if (isa == cpu::QuantIsa::Scalar && M > 1) continue;  // minutes at M = 512
-      auto timed = [&](cpu::ThreadPool& p, bool cpu_clock) {
-        auto call = [&] {
-          if (!cpu::quant_matmul(w, x.data(), y.data(), M, scratch, isa, p)) std::exit(1);
-        };
-        call();
-        int iters = 0;
-        const double c0 = thread_cpu_seconds();
-        const auto t0 = std::chrono::steady_clock::now();
-        double sec = 0;
-        do {
-          call();
-          ++iters;
-          sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        } while (sec < seconds_budget || iters < 3);
-        return (cpu_clock ? thread_cpu_seconds() - c0 : sec) / iters * 1e6;
-      };
-      const double us = timed(pool, false), cpu_us = timed(one, true);
-      if (isa == cpu::QuantIsa::Avx2) avx2_cpu = cpu_us;
-      char line[448];
-      std::snprintf(line, sizeof line,
-                    "{\"name\":\"%s\",\"format\":\"%s\",\"layout\":\"%s\",\"isa\":\"%s\",\"threads\":%zu,"
-                    "\"M\":%lld,\"N\":%lld,\"K\":%lld,\"us\":%.1f,\"gop_per_s\":%.1f,"
-                    "\"cpu_us_1t\":%.1f,\"gop_per_cpu_s\":%.1f,\"cpu_speedup_vs_avx2\":%.3f}",
-                    name, format_name(f).data(), layout, cpu::isa_name(isa).data(), pool.size(),
-                    (long long)M, (long long)N, (long long)K, us, 2.0 * M * N * K / us / 1e3,
-                    cpu_us, 2.0 * M * N * K / cpu_us / 1e3, avx2_cpu > 0 ? avx2_cpu / cpu_us : 0.0);
-      std::fprintf(stderr, "%s\n", line);
-      out.push_back(line);
-    }
-  }
-}
-
 std::string escape(const std::string& s) {
   std::string o;
   for (char c : s) {
@@ -363,11 +294,39 @@ std::string join(const std::vector<std::string>& v) {
 
 int main(int argc, char** argv) {
   std::string json_path;
-  bool quick = false, cpu_matmul_only = false;
+  bool quick = false, cpu_matmul_only = false, llama1b = false;
+  pagoda::tools::CpuMatmulOptions opt;
+  WeightFormat llama_format = WeightFormat::Q4_0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--cpu-matmul-only")) cpu_matmul_only = true;
+    if (!std::strcmp(argv[i], "--llama1b")) llama1b = cpu_matmul_only = true;
+    if (!std::strcmp(argv[i], "--format") && i + 1 < argc) {
+      llama_format = !std::strcmp(argv[++i], "q8_0") ? WeightFormat::Q8_0 : WeightFormat::Q4_0;
+    }
+    if (!std::strcmp(argv[i], "--m") && i + 1 < argc) {
+      for (const char* at = argv[++i]; *at != '\0';) {
+        char* end = nullptr;
+        opt.ms.push_back(std::strtoll(at, &end, 10));
+        at = *end == ',' ? end + 1 : end;
+        if (end == at && *at != '\0') break;
+      }
+    }
+    if (!std::strcmp(argv[i], "--one-thread-only")) opt.all_threads = false;
+    if (!std::strcmp(argv[i], "--isa") && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t end = std::min(list.find(',', at), list.size());
+        cpu::QuantIsa isa;
+        if (!cpu::parse_isa(list.substr(at, end - at), isa)) {
+          std::fprintf(stderr, "bench_kernels: unknown --isa %s\n", list.substr(at, end - at).c_str());
+          return 2;
+        }
+        opt.isas.push_back(isa);
+        at = end + 1;
+      }
+    }
   }
   std::fprintf(stderr, "bench_kernels: %s\n", cpu::cpu_isa_summary().c_str());
   std::vector<std::string> attn, prefill, sampling, matmul, cpu_matmul;
@@ -431,12 +390,21 @@ int main(int argc, char** argv) {
     }
     sampling.push_back(sampling_case(*cpu, 8, 49152, quick ? 2 : 5));
   }
-  const double budget = quick ? 0.1 : 0.5;
-  for (int64_t M : {1, 32, 512}) {
-    cpu_matmul_cases("qkv", WeightFormat::Q4_1, M, 960, 576, budget, cpu_matmul);
-    cpu_matmul_cases("gate_up", WeightFormat::Q4_1, M, 3072, 576, budget, cpu_matmul);
-    cpu_matmul_cases("down", WeightFormat::Q4_1, M, 576, 1536, budget, cpu_matmul);
-    cpu_matmul_cases("output", WeightFormat::Q8_0, M, 49152, 576, budget, cpu_matmul);
+  opt.seconds_budget = quick ? 0.1 : 0.5;
+  const pagoda::tools::CpuCeilings ceil = pagoda::tools::measure_ceilings(opt);
+  const std::string ceilings = pagoda::tools::ceilings_json(ceil);
+  std::fprintf(stderr, "cpu ceilings: %s\n", ceilings.c_str());
+  if (llama1b) {
+    opt.rows_layout = false;
+    pagoda::tools::llama1b_cases(llama_format, opt, ceil, cpu_matmul);
+  } else {
+    for (int64_t M : {1, 32, 512}) {
+      using pagoda::tools::cpu_matmul_cases;
+      cpu_matmul_cases("qkv", WeightFormat::Q4_1, M, 960, 576, opt, ceil, cpu_matmul);
+      cpu_matmul_cases("gate_up", WeightFormat::Q4_1, M, 3072, 576, opt, ceil, cpu_matmul);
+      cpu_matmul_cases("down", WeightFormat::Q4_1, M, 576, 1536, opt, ceil, cpu_matmul);
+      cpu_matmul_cases("output", WeightFormat::Q8_0, M, 49152, 576, opt, ceil, cpu_matmul);
+    }
   }
   std::string out = "{\n  \"device\": \"" + escape(device) + "\",\n  \"note\": \"" +
                     escape(reason) +
@@ -444,6 +412,7 @@ int main(int argc, char** argv) {
                     ",\n  \"attention\": " + join(attn) + ",\n  \"prefill\": " + join(prefill) +
                     ",\n  \"sampling\": " +
                     join(sampling) + ",\n  \"matmul\": " + join(matmul) +
+                    ",\n  \"cpu_ceilings\": " + ceilings +
                     ",\n  \"cpu_quant_matmul\": " + join(cpu_matmul) + "\n}\n";
   std::fputs(out.c_str(), stdout);
   if (!json_path.empty()) {

@@ -94,6 +94,7 @@ std::string_view isa_name(QuantIsa isa) {
     case QuantIsa::Scalar: return "scalar";
     case QuantIsa::Avx2: return "avx2";
     case QuantIsa::AvxVnni: return "avxvnni";
+    case QuantIsa::Avx512Bw: return "avx512bw";
     case QuantIsa::Avx512Vnni: return "avx512vnni";
   }
   return "?";
@@ -117,6 +118,8 @@ std::string quant_isa_unsupported_reason(QuantIsa isa) {
     case QuantIsa::Scalar: return "";
     case QuantIsa::Avx2: return f.avx2 ? "" : "CPU or OS lacks AVX2+FMA+F16C";
     case QuantIsa::AvxVnni: return f.avx_vnni ? "" : "CPU or OS lacks AVX-VNNI (VEX vpdpbusd)";
+    case QuantIsa::Avx512Bw:
+      return f.avx512 ? "" : "CPU or OS lacks AVX-512 F/BW/VL/DQ (or zmm state)";
     case QuantIsa::Avx512Vnni:
       return f.avx512_vnni ? "" : "CPU or OS lacks AVX-512 F/BW/VL/DQ + VNNI (or zmm state)";
   }

@@ -8,7 +8,9 @@
 //
 // The int8 kernels of quant_matmul come in variants (QuantIsa); the process
 // uses best_quant_isa(): the env var PAGODA_CPU_ISA (scalar | avx2 | avxvnni |
-// avx512vnni) when set and supported, else the fastest supported variant.
+// avx512bw | avx512vnni) when set and supported, else the fastest supported
+// variant. avx512bw is the 512-bit variant without vpdpbusd (Skylake-class
+// Xeons: AVX-512 F/BW/VL/DQ, no VNNI); it is chosen on such CPUs.
 // Thread-safety: everything here is computed once and read-only after.
 #pragma once
 
@@ -32,11 +34,12 @@ struct CpuFeatures {
 const CpuFeatures& cpu_features();
 
 // Variants of the int8 dot-product kernels, slowest first.
-enum class QuantIsa { Scalar, Avx2, AvxVnni, Avx512Vnni };
+enum class QuantIsa { Scalar, Avx2, AvxVnni, Avx512Bw, Avx512Vnni };
 inline constexpr QuantIsa kAllQuantIsas[] = {QuantIsa::Scalar, QuantIsa::Avx2, QuantIsa::AvxVnni,
-                                             QuantIsa::Avx512Vnni};
+                                             QuantIsa::Avx512Bw, QuantIsa::Avx512Vnni};
 
-std::string_view isa_name(QuantIsa isa);  // "scalar", "avx2", "avxvnni", "avx512vnni"
+// "scalar", "avx2", "avxvnni", "avx512bw", "avx512vnni"
+std::string_view isa_name(QuantIsa isa);
 bool parse_isa(std::string_view name, QuantIsa& out);
 
 // True when this CPU and OS can run the variant.

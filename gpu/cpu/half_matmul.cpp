@@ -64,6 +64,7 @@ namespace {
 
 detail::HalfTileFn half_kernel(QuantIsa isa) {
   switch (isa) {
+    case QuantIsa::Avx512Bw:
     case QuantIsa::Avx512Vnni: return &detail::half_tile_avx512;
     case QuantIsa::Avx2:
     case QuantIsa::AvxVnni: return &detail::half_tile_avx2;

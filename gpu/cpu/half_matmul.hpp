@@ -15,7 +15,7 @@
 // |err| <= γ(K)·Σ_k |w_k·x_k|.
 //
 // Variants: scalar, AVX2 (+FMA, F16C; 8 rows per ymm) and AVX-512F (16 rows
-// per zmm), chosen with QuantIsa: Avx512Vnni -> AVX-512, Avx2 / AvxVnni ->
+// per zmm), chosen with QuantIsa: Avx512Bw / Avx512Vnni -> AVX-512, Avx2 / AvxVnni ->
 // AVX2, Scalar -> scalar. Thread-safety: as quant_matmul (one call at a time
 // per pool).
 #pragma once

@@ -3,7 +3,7 @@
 // (a 16-bit shift); each output keeps its own fp32 FMA chain in k order, so
 // the bits are the scalar kernel's. Register tiles: 4 groups × 1 row
 // (decode), 2 groups × 4 rows (batches). Called only when
-// cpu_features().avx512 (through QuantIsa::Avx512Vnni).
+// cpu_features().avx512 (through QuantIsa::Avx512Bw or Avx512Vnni).
 #include <immintrin.h>
 
 // GCC 12 warns inside its own headers that _mm512_cvtph_ps / _mm512_cvtepi32_ps

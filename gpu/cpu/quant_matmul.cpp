@@ -136,20 +136,37 @@ TileFn tile_kernel(QuantIsa isa) {
   switch (isa) {
     case QuantIsa::Avx2: return &detail::quant_tile_avx2;
     case QuantIsa::AvxVnni: return &detail::quant_tile_avxvnni;
+    case QuantIsa::Avx512Bw: return &detail::quant_tile_avx512bw;
     case QuantIsa::Avx512Vnni: return &detail::quant_tile_avx512vnni;
     case QuantIsa::Scalar: break;
   }
   return &detail::quant_tile_scalar;
 }
 
-// Two groups per task for a single row (the decode micro-kernel takes two at once).
+// The packed kernels' split. One row (decode): tasks of two groups (the
+// decode micro-kernel takes two at once). Batches and prefill: split over
+// output columns only, so each thread reads its own part of W from memory
+// once: a task is a panel of up to 4 groups (fewer when there would be less
+// than 4 tasks per thread), and it runs every row over it in blocks of 64
+// rows, so the panel stays in L2 while all the rows pass and a block's
+// quantized activations stay in L2 across the panel's groups.
 void run_packed(const LinearWeight& w, const detail::ActBlock* act, float* y, int64_t M,
                 detail::PackedTileFn kernel, ThreadPool& pool) {
   const int64_t groups = (w.n + kPackRows - 1) / kPackRows;
-  for_each_group_tile(pool, M, groups, M == 1 ? 2 : 4,
-                      [&](int64_t m0, int64_t m1, int64_t g0, int64_t g1) {
-                        kernel(w, act, y, m0, m1, g0, g1);
-                      });
+  if (M == 1) {
+    for_each_group_tile(pool, M, groups, 2, [&](int64_t m0, int64_t m1, int64_t g0, int64_t g1) {
+      kernel(w, act, y, m0, m1, g0, g1);
+    });
+    return;
+  }
+  constexpr int64_t kRowBlock = 64;
+  const int64_t per_task =
+      std::clamp<int64_t>(groups / (4 * int64_t(pool.size())), 1, 4);
+  const int64_t tasks = (groups + per_task - 1) / per_task;
+  pool.parallel_for(size_t(tasks), [&](size_t t0, size_t t1) {
+    const int64_t g0 = int64_t(t0) * per_task, g1 = std::min(groups, int64_t(t1) * per_task);
+    for (int64_t m = 0; m < M; m += kRowBlock) kernel(w, act, y, m, std::min(M, m + kRowBlock), g0, g1);
+  });
 }
 
 }  // namespace
@@ -192,8 +209,14 @@ void run_tiles(const LinearWeight& w, const detail::ActBlock* act, float* y, int
 }  // namespace
 
 QuantizeFn activation_quantizer(QuantIsa isa) {
-  return isa == QuantIsa::Scalar ? &detail::quantize_activations
-                                 : &detail::quantize_activations_avx2;
+  switch (isa) {
+    case QuantIsa::Avx2:
+    case QuantIsa::AvxVnni: return &detail::quantize_activations_avx2;
+    case QuantIsa::Avx512Bw:
+    case QuantIsa::Avx512Vnni: return &detail::quantize_activations_avx512;
+    case QuantIsa::Scalar: break;
+  }
+  return &detail::quantize_activations;
 }
 
 Result<void> quant_matmul_quantized(const LinearWeight& w, const detail::ActBlock* act, float* y,

@@ -14,9 +14,9 @@
 //    amax_b/254 (+ fp32 rounding), so |err| ≤ Σ_b (amax_b/254)·Σ_{j∈b}|w_j|
 //    plus fp32 accumulation error (see tests/quant_matmul_test.cpp). (Blocks
 //    with amax < 1e-30 are zeroed: their error is at most amax·Σ|w_j|.)
-//    Four kernel variants compute this same math bit for bit (QuantIsa,
-//    gpu/cpu/cpu_isa.hpp): a portable scalar one and AVX2, AVX-VNNI and
-//    AVX-512 VNNI ones (each in its own translation unit with a target
+//    Five kernel variants compute this same math bit for bit (QuantIsa,
+//    gpu/cpu/cpu_isa.hpp): a portable scalar one and AVX2, AVX-VNNI,
+//    AVX-512 BW (no VNNI) and AVX-512 VNNI ones (each in its own translation unit with a target
 //    attribute, chosen at run time by cpuid + xgetbv). The fp32 summation
 //    order is fixed by the 8-lane layout described in quant_tile_simd.hpp;
 //    the scalar kernel follows it, so every variant gives identical bits.
@@ -57,10 +57,13 @@ static_assert(sizeof(ActBlock) == 44);
 // so the outputs that read it are NaN.
 void quantize_activations(const float* x /*[M,K]*/, int64_t M, int64_t K,
                           ActBlock* out /*[M,K/32]*/);
-// The same bytes with AVX2 (requires cpu_features().avx2); quant_matmul uses
-// it for every isa but Scalar.
+// The same bytes with AVX2 (requires cpu_features().avx2; quant_matmul uses
+// it for Avx2 and AvxVnni) and with AVX-512 (requires cpu_features().avx512;
+// used for Avx512Bw and Avx512Vnni).
 void quantize_activations_avx2(const float* x /*[M,K]*/, int64_t M, int64_t K,
                                ActBlock* out /*[M,K/32]*/);
+void quantize_activations_avx512(const float* x /*[M,K]*/, int64_t M, int64_t K,
+                                 ActBlock* out /*[M,K/32]*/);
 
 // Kernels: y[m, n] for m in [m0, m1), n in [n0, n1); act is [M, K/32], y is
 // [M, w.n] (row stride w.n). w.format must be Q8_0, Q4_0 or Q4_1.
@@ -70,6 +73,8 @@ void quant_tile_avx2(const LinearWeight& w, const ActBlock* act, float* y, int64
                      int64_t m1, int64_t n0, int64_t n1);
 void quant_tile_avxvnni(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
                         int64_t m1, int64_t n0, int64_t n1);
+void quant_tile_avx512bw(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                         int64_t m1, int64_t n0, int64_t n1);
 void quant_tile_avx512vnni(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
                            int64_t m1, int64_t n0, int64_t n1);
 

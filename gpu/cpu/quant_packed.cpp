@@ -114,6 +114,7 @@ PackedTileFn packed_tile_kernel(QuantIsa isa) {
   switch (isa) {
     case QuantIsa::Avx2: return &packed_tile_avx2;
     case QuantIsa::AvxVnni: return &packed_tile_avxvnni;
+    case QuantIsa::Avx512Bw: return &packed_tile_avx512bw;
     case QuantIsa::Avx512Vnni: return &packed_tile_avx512vnni;
     case QuantIsa::Scalar: break;
   }

@@ -25,9 +25,9 @@
 //     acc = fma(fp32(d_w·d_a), fp32(P_b), acc);   Q4_1: macc = fma(m_w, s_a, macc)
 // and y = acc + macc for Q4_1, y = acc otherwise. The variants get P_b through
 // unsigned×signed byte products with offsets removed exactly in int32
-// (Q4_0: Σ nib·q_a − 8·Σq_a; Q8_0: Σ (q+128)·q_a − 128·Σq_a) or, on AVX2,
-// through pmaddubsw/pmaddwd. Error bounds are those of quant_matmul.hpp
-// (the same quantized terms, summed in another order).
+// (Q4_0: Σ nib·q_a − 8·Σq_a; Q8_0: Σ (q+128)·q_a − 128·Σq_a) or, on AVX2
+// and AVX-512 BW, through pmaddubsw/pmaddwd. Error bounds are those of
+// quant_matmul.hpp (the same quantized terms, summed in another order).
 //
 // Thread-safety: pure functions over caller-owned memory; packed_matmul's
 // threading is quant_matmul's (one call at a time per pool and scratch).
@@ -65,7 +65,8 @@ constexpr int64_t packed_bytes(WeightFormat f, int64_t n, int64_t k) {
 // `out` lives and is not resized). An Error for another format or layout.
 Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& out);
 
-// The split both packed matmuls use: tasks of 64 rows of x × `per_task`
+// The split of half_matmul and of quant_matmul's single-row case (its
+// batches split over columns only, quant_matmul.cpp): tasks of 64 rows of x × `per_task`
 // 16-row groups of W on `pool`; fn(m0, m1, g0, g1) per task (any callable,
 // not copied). Runs on the caller and the pool's workers.
 template <class F>
@@ -98,6 +99,8 @@ void packed_tile_avx2(const LinearWeight& w, const ActBlock* act, float* y, int6
                       int64_t m1, int64_t g0, int64_t g1);
 void packed_tile_avxvnni(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
                          int64_t m1, int64_t g0, int64_t g1);
+void packed_tile_avx512bw(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                          int64_t m1, int64_t g0, int64_t g1);
 void packed_tile_avx512vnni(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
                             int64_t m1, int64_t g0, int64_t g1);
 

@@ -1,12 +1,6 @@
-// The AVX-512 VNNI kernel of the packed layout (gpu/cpu/quant_packed.hpp):
-// one zmm holds 4 quants of each of a group's 16 rows, so vpdpbusd with 4
-// activation bytes broadcast ({1to16}) gives 16 rows' partial sums at once.
-// Per block and activation row: 8 vpdpbusd in two chains (low and high
-// nibbles / first and second half of the block), one int->fp32 convert, one
-// scale product and one FMA (Q4_1: a second FMA for the offset term), which
-// is quant_packed.hpp's math in the same order as the scalar kernel.
-// Register tiles: two groups × one activation row (decode), one group × up to
-// four activation rows (batches). Called only when cpu_features().avx512_vnni.
+// The AVX-512 VNNI (vpdpbusd on zmm) variant of the packed-layout kernel
+// (gpu/cpu/quant_packed.hpp; body in quant_packed_zmm.hpp). Called only when
+// cpu_features().avx512_vnni (cpuid and the OS-enabled zmm/opmask state).
 #include <immintrin.h>
 
 // GCC 12 warns inside its own headers that _mm512_cvtph_ps / _mm512_cvtepi32_ps
@@ -21,150 +15,18 @@
 #include "gpu/cpu/quant_packed.hpp"
 #include "gpu/quant_format.hpp"
 
-#define PAGODA_SIMD \
-  __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define PAGODA_SIMD __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
+#define PAGODA_VNNI 1
 
 namespace pagoda::gpu::cpu::detail {
 
 namespace {
-
-template <WeightFormat F>
-constexpr int64_t kHeader = F == WeightFormat::Q4_1 ? 64 : 32;
-
-PAGODA_SIMD inline __m512i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
-// The 8 unsigned weight vectors of a tile: Q4: low nibbles of chunks 0..3
-// (elements 0..15), then high nibbles (16..31); Q8_0: chunks 0..7.
-template <WeightFormat F>
-PAGODA_SIMD inline void unpack(const uint8_t* q, __m512i* v) {
-  if constexpr (F == WeightFormat::Q8_0) {
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; ++c) v[c] = _mm512_loadu_si512(q + 64 * c);
-  } else {
-    const __m512i mask = _mm512_set1_epi8(0x0F);
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const __m512i x = _mm512_loadu_si512(q + 64 * c);
-      v[c] = _mm512_and_si512(x, mask);
-      v[c + 4] = _mm512_and_si512(_mm512_srli_epi16(x, 4), mask);
-    }
-  }
-}
-
-// Exact P_b of 16 rows (int32 lanes) with activation block a.
-template <WeightFormat F>
-PAGODA_SIMD inline __m512i partial(const __m512i* v, const ActBlock& a) {
-  __m512i p0 = _mm512_setzero_si512();
-  if constexpr (F == WeightFormat::Q4_0) p0 = _mm512_set1_epi32(-8 * a.sum);
-  if constexpr (F == WeightFormat::Q8_0) p0 = _mm512_set1_epi32(-128 * a.sum);
-  __m512i p1 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    p0 = _mm512_dpbusd_epi32(p0, v[c], bcast4(a.qs + 4 * c));
-    p1 = _mm512_dpbusd_epi32(p1, v[c + 4], bcast4(a.qs + 16 + 4 * c));
-  }
-  return _mm512_add_epi32(p0, p1);
-}
-
-// out[i·MR + r] = the 16 outputs of group i (tiles at g + i·gstride) for
-// activation row a[r], over nb blocks.
-template <WeightFormat F, int NG, int MR>
-PAGODA_SIMD inline void micro(const uint8_t* g, int64_t gstride, const ActBlock* const* a,
-                              int64_t nb, __m512* out) {
-  constexpr int64_t T = packed_tile_bytes(F);
-  constexpr bool kOffset = F == WeightFormat::Q4_1;
-  __m512 acc[NG][MR], macc[NG][MR];
-#pragma GCC unroll 4
-  for (int i = 0; i < NG * MR; ++i) acc[i / MR][i % MR] = macc[i / MR][i % MR] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-#pragma GCC unroll 2
-    for (int i = 0; i < NG; ++i) {
-      const uint8_t* t = g + i * gstride + b * T;
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)));
-      __m512 mw = _mm512_setzero_ps();
-      if constexpr (kOffset) {
-        mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32)));
-      }
-      __m512i v[8];
-      unpack<F>(t + kHeader<F>, v);
-#pragma GCC unroll 4
-      for (int r = 0; r < MR; ++r) {
-        const ActBlock& ab = a[r][b];
-        const __m512 p = _mm512_cvtepi32_ps(partial<F>(v, ab));
-        acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(ab.d)), p, acc[i][r]);
-        if constexpr (kOffset) macc[i][r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ab.s), macc[i][r]);
-      }
-    }
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < NG * MR; ++i) {
-    out[i] = kOffset ? _mm512_add_ps(acc[i / MR][i % MR], macc[i / MR][i % MR])
-                     : acc[i / MR][i % MR];
-  }
-}
-
-// Stores the 16 outputs of group g for row m (masked for the last, partial group).
-PAGODA_SIMD inline void store(const LinearWeight& w, float* y, int64_t m, int64_t g, __m512 v) {
-  float* dst = y + m * w.n + g * kPackRows;
-  const int64_t valid = std::min<int64_t>(kPackRows, w.n - g * kPackRows);
-  if (valid == kPackRows) {
-    _mm512_storeu_ps(dst, v);
-  } else {
-    _mm512_mask_storeu_ps(dst, __mmask16((1u << valid) - 1), v);
-  }
-}
-
-template <WeightFormat F, int NG, int MR>
-PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int64_t m, int64_t g,
-                            float* y) {
-  const int64_t nb = w.k / kQuantBlock, gstride = nb * packed_tile_bytes(F);
-  __m512 out[NG * MR];
-  micro<F, NG, MR>(static_cast<const uint8_t*>(w.data) + g * gstride, gstride, a, nb, out);
-  for (int i = 0; i < NG; ++i) {
-    for (int r = 0; r < MR; ++r) store(w, y, m + r, g + i, out[i * MR + r]);
-  }
-}
-
-template <WeightFormat F>
-PAGODA_SIMD void tile(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
-                      int64_t m1, int64_t g0, int64_t g1) {
-  const int64_t nb = w.k / kQuantBlock;
-  if (m1 - m0 == 1) {  // decode: two groups per pass over the activation row
-    const ActBlock* a[1] = {act + m0 * nb};
-    int64_t g = g0;
-    for (; g + 2 <= g1; g += 2) run<F, 2, 1>(w, a, m0, g, y);
-    if (g < g1) run<F, 1, 1>(w, a, m0, g, y);
-    return;
-  }
-  for (int64_t g = g0; g < g1; ++g) {  // the group's tiles stay in L1 across the rows
-    for (int64_t m = m0; m < m1; m += 4) {
-      const ActBlock* a[4];
-      const int rows = int(std::min<int64_t>(4, m1 - m));
-      for (int r = 0; r < 4; ++r) a[r] = act + (m + std::min(r, rows - 1)) * nb;
-      switch (rows) {
-        case 4: run<F, 1, 4>(w, a, m, g, y); break;
-        case 3: run<F, 1, 3>(w, a, m, g, y); break;
-        case 2: run<F, 1, 2>(w, a, m, g, y); break;
-        default: run<F, 1, 1>(w, a, m, g, y); break;
-      }
-    }
-  }
-}
-
+#include "gpu/cpu/quant_packed_zmm.hpp"
 }  // namespace
 
 PAGODA_SIMD void packed_tile_avx512vnni(const LinearWeight& w, const ActBlock* act, float* y,
-                                        int64_t m0, int64_t m1, int64_t g0, int64_t g1) {
-  switch (w.format) {
-    case WeightFormat::Q8_0: tile<WeightFormat::Q8_0>(w, act, y, m0, m1, g0, g1); return;
-    case WeightFormat::Q4_0: tile<WeightFormat::Q4_0>(w, act, y, m0, m1, g0, g1); return;
-    case WeightFormat::Q4_1: tile<WeightFormat::Q4_1>(w, act, y, m0, m1, g0, g1); return;
-    default: return;
-  }
+                                  int64_t m0, int64_t m1, int64_t g0, int64_t g1) {
+  tile_any(w, act, y, m0, m1, g0, g1);
 }
 
 }  // namespace pagoda::gpu::cpu::detail

@@ -83,9 +83,10 @@ PAGODA_SIMD inline __m256i partial(const __m256i* v, const ActBlock& a) {
 }
 
 // out[i·MR + r] = the 8 outputs of unit u0 + i for activation row a[r].
+// pf (nullptr: none): a group's tiles to prefetch into L2 block for block.
 template <WeightFormat F, int NU, int MR>
 PAGODA_SIMD inline void micro(const LinearWeight& w, int64_t u0, const ActBlock* const* a,
-                              __m256* out) {
+                              __m256* out, const uint8_t* pf) {
   constexpr int64_t T = packed_tile_bytes(F);
   constexpr bool kOffset = F == WeightFormat::Q4_1;
   const int64_t nb = w.k / kQuantBlock;
@@ -93,6 +94,12 @@ PAGODA_SIMD inline void micro(const LinearWeight& w, int64_t u0, const ActBlock*
   __m256 acc[NU][MR], macc[NU][MR];
   for (int i = 0; i < NU * MR; ++i) acc[i / MR][i % MR] = macc[i / MR][i % MR] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (pf != nullptr) {
+#pragma GCC unroll 9
+      for (int64_t off = 0; off < T; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf + b * T + off), _MM_HINT_T1);
+      }
+    }
 #pragma GCC unroll 2
     for (int i = 0; i < NU; ++i) {
       const int64_t u = u0 + i, h = u % 2;
@@ -132,11 +139,17 @@ PAGODA_SIMD inline void store(const LinearWeight& w, float* y, int64_t m, int64_
   }
 }
 
+// Units u .. u+NU-1 for rows m .. m+MR-1; with `prefetch`, the tiles of the
+// group after unit u's (when it exists) are prefetched along the way.
 template <WeightFormat F, int NU, int MR>
 PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int64_t m, int64_t u,
-                            float* y) {
+                            float* y, bool prefetch = false) {
+  const int64_t next = u / 2 + 1, gstride = w.k / kQuantBlock * packed_tile_bytes(F);
+  const uint8_t* pf = prefetch && next * kPackRows < w.n
+                          ? static_cast<const uint8_t*>(w.data) + next * gstride
+                          : nullptr;
   __m256 out[NU * MR];
-  micro<F, NU, MR>(w, u, a, out);
+  micro<F, NU, MR>(w, u, a, out, pf);
   for (int i = 0; i < NU; ++i) {
     for (int r = 0; r < MR; ++r) store(w, y, m + r, u + i, out[i * MR + r]);
   }
@@ -154,13 +167,15 @@ PAGODA_SIMD void tile(const LinearWeight& w, const ActBlock* act, float* y, int6
     if (u < u1) run<F, 1, 1>(w, a, m0, u, y);
     return;
   }
+  // Batches: the first pass over a group's first unit prefetches the next group.
   for (int64_t u = 2 * g0; u < u1; ++u) {
     for (int64_t m = m0; m < m1; m += 2) {
       const ActBlock* a[2] = {act + m * nb, act + std::min(m + 1, m1 - 1) * nb};
+      const bool pf = m == m0 && u % 2 == 0;
       if (m + 1 < m1) {
-        run<F, 1, 2>(w, a, m, u, y);
+        run<F, 1, 2>(w, a, m, u, y, pf);
       } else {
-        run<F, 1, 1>(w, a, m, u, y);
+        run<F, 1, 1>(w, a, m, u, y, pf);
       }
     }
   }

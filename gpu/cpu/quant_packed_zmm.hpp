@@ -1,0 +1,223 @@
+// The 512-bit body of the packed-layout kernels (gpu/cpu/quant_packed.hpp),
+// shared by the AVX-512 VNNI and AVX-512 BW (no VNNI) variants. NOT a normal
+// header: each variant's .cpp includes it once, inside its own anonymous
+// namespace, after defining
+//   PAGODA_SIMD   the function attribute (an AVX-512 F/BW/VL/DQ target)
+//   PAGODA_VNNI   1: vpdpbusd; 0: vpmaddubsw + vpmaddwd
+// and gets tile_any with packed_tile_scalar's contract.
+//
+// One zmm holds 4 quants of each of a group's 16 rows, so 4 activation bytes
+// broadcast to every lane give 16 rows' partial sums per instruction. The
+// exact P_b:
+//  - VNNI: 8 vpdpbusd in two chains (low and high nibbles / first and
+//    second half of the block), offsets removed in int32 (Q4_0: −8·Σq_a,
+//    Q8_0: −128·Σq_a);
+//  - BW, Q4: vpmaddubsw(nibbles, activations) for the 8 chunks summed in
+//    int16 (|sum| <= 8·2·15·127 = 30480, no saturation), one vpmaddwd;
+//  - BW, Q8_0: AVX-512 has no vpsignb, so the weight w = byte ^ 0x80 gives
+//    |w| (vpabsb) and a mask of w < 0 (vpmovb2m) once per tile; per
+//    activation row the broadcast bytes are negated under that mask
+//    (masked vpsubb) and vpmaddubsw(|w|, ±a) pairs stay <= 2·128·127 <
+//    2^15; vpmaddwd per chunk, summed in int32.
+// Then per block and activation row one int->fp32 convert, one scale
+// product and one FMA (Q4_1: a second FMA for the offset term): the scalar
+// kernel's fp32 steps in its order, so the bits are the same.
+// Register tiles: two groups × one activation row (decode), one group × up to
+// eight activation rows (batches; the first pass over a group prefetches the
+// next group's tiles into L2).
+
+template <WeightFormat F>
+constexpr int64_t kHeader = F == WeightFormat::Q4_1 ? 64 : 32;
+
+PAGODA_SIMD inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// The 8 weight vectors of a tile: Q4: low nibbles of chunks 0..3 (elements
+// 0..15), then high nibbles (16..31); Q8_0: chunks 0..7, as stored (q + 128)
+// for VNNI, as |q| plus the mask of negative q for the BW variant.
+struct ZWeights {
+  __m512i v[8];
+  __mmask64 neg[8];  // BW Q8_0 only
+};
+
+template <WeightFormat F>
+PAGODA_SIMD inline void unpack(const uint8_t* q, ZWeights& w) {
+  if constexpr (F == WeightFormat::Q8_0) {
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m512i x = _mm512_loadu_si512(q + 64 * c);
+#if PAGODA_VNNI
+      w.v[c] = x;
+#else
+      const __m512i s = _mm512_xor_si512(x, _mm512_set1_epi8(-128));
+      w.v[c] = _mm512_abs_epi8(s);  // |-128| = 0x80, read as unsigned 128
+      w.neg[c] = _mm512_movepi8_mask(s);
+#endif
+    }
+  } else {
+    const __m512i mask = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i x = _mm512_loadu_si512(q + 64 * c);
+      w.v[c] = _mm512_and_si512(x, mask);
+      w.v[c + 4] = _mm512_and_si512(_mm512_srli_epi16(x, 4), mask);
+    }
+  }
+}
+
+// Exact P_b of 16 rows (int32 lanes) with activation block a.
+template <WeightFormat F>
+PAGODA_SIMD inline __m512i partial(const ZWeights& w, const ActBlock& a) {
+#if PAGODA_VNNI
+  __m512i p0 = _mm512_setzero_si512();
+  if constexpr (F == WeightFormat::Q4_0) p0 = _mm512_set1_epi32(-8 * a.sum);
+  if constexpr (F == WeightFormat::Q8_0) p0 = _mm512_set1_epi32(-128 * a.sum);
+  __m512i p1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    p0 = _mm512_dpbusd_epi32(p0, w.v[c], bcast4(a.qs + 4 * c));
+    p1 = _mm512_dpbusd_epi32(p1, w.v[c + 4], bcast4(a.qs + 16 + 4 * c));
+  }
+  return _mm512_add_epi32(p0, p1);
+#else
+  const __m512i ones = _mm512_set1_epi16(1);
+  if constexpr (F == WeightFormat::Q8_0) {
+    // |w|·(a negated where w < 0): pairs <= 2·128·127 < 2^15.
+    __m512i p = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      const __m512i x = bcast4(a.qs + 4 * c);
+      const __m512i s = _mm512_mask_sub_epi8(x, w.neg[c], _mm512_setzero_si512(), x);
+      p = _mm512_add_epi32(p, _mm512_madd_epi16(_mm512_maddubs_epi16(w.v[c], s), ones));
+    }
+    return p;
+  } else {
+    // nibble·a pairs <= 2·15·127; the 8 chunk sums <= 30480 fit int16.
+    __m512i s16 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(w.v[c], bcast4(a.qs + 4 * c)));
+      s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(w.v[c + 4], bcast4(a.qs + 16 + 4 * c)));
+    }
+    const __m512i p = _mm512_madd_epi16(s16, ones);
+    if constexpr (F == WeightFormat::Q4_0) return _mm512_sub_epi32(p, _mm512_set1_epi32(8 * a.sum));
+    return p;
+  }
+#endif
+}
+
+// out[i·MR + r] = the 16 outputs of group i (tiles at g + i·gstride) for
+// activation row a[r], over nb blocks. pf (nullptr: none): tiles to
+// prefetch into L2 along the way, block for block (the group the caller
+// reads next), so its memory traffic overlaps this call's arithmetic.
+template <WeightFormat F, int NG, int MR>
+PAGODA_SIMD inline void micro(const uint8_t* g, int64_t gstride, const ActBlock* const* a,
+                              int64_t nb, __m512* out, const uint8_t* pf) {
+  constexpr int64_t T = packed_tile_bytes(F);
+  constexpr bool kOffset = F == WeightFormat::Q4_1;
+  __m512 acc[NG][MR], macc[NG][MR];
+#pragma GCC unroll 4
+  for (int i = 0; i < NG * MR; ++i) acc[i / MR][i % MR] = macc[i / MR][i % MR] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (pf != nullptr) {
+#pragma GCC unroll 9
+      for (int64_t off = 0; off < T; off += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + b * T + off), _MM_HINT_T1);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < NG; ++i) {
+      const uint8_t* t = g + i * gstride + b * T;
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)));
+      __m512 mw = _mm512_setzero_ps();
+      if constexpr (kOffset) {
+        mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32)));
+      }
+      ZWeights v;
+      unpack<F>(t + kHeader<F>, v);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const ActBlock& ab = a[r][b];
+        const __m512 p = _mm512_cvtepi32_ps(partial<F>(v, ab));
+        acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(ab.d)), p, acc[i][r]);
+        if constexpr (kOffset) macc[i][r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ab.s), macc[i][r]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < NG * MR; ++i) {
+    out[i] = kOffset ? _mm512_add_ps(acc[i / MR][i % MR], macc[i / MR][i % MR])
+                     : acc[i / MR][i % MR];
+  }
+}
+
+// Stores the 16 outputs of group g for row m (masked for the last, partial group).
+PAGODA_SIMD inline void store(const LinearWeight& w, float* y, int64_t m, int64_t g, __m512 v) {
+  float* dst = y + m * w.n + g * kPackRows;
+  const int64_t valid = std::min<int64_t>(kPackRows, w.n - g * kPackRows);
+  if (valid == kPackRows) {
+    _mm512_storeu_ps(dst, v);
+  } else {
+    _mm512_mask_storeu_ps(dst, __mmask16((1u << valid) - 1), v);
+  }
+}
+
+// Groups g .. g+NG-1 for rows m .. m+MR-1; prefetching group g + NG when
+// `prefetch` and it exists.
+template <WeightFormat F, int NG, int MR>
+PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int64_t m, int64_t g,
+                            float* y, bool prefetch = false) {
+  const int64_t nb = w.k / kQuantBlock, gstride = nb * packed_tile_bytes(F);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const bool pf = prefetch && (g + NG) * kPackRows < w.n;
+  __m512 out[NG * MR];
+  micro<F, NG, MR>(base + g * gstride, gstride, a, nb, out, pf ? base + (g + NG) * gstride : nullptr);
+  for (int i = 0; i < NG; ++i) {
+    for (int r = 0; r < MR; ++r) store(w, y, m + r, g + i, out[i * MR + r]);
+  }
+}
+
+template <WeightFormat F>
+PAGODA_SIMD void tile(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
+                      int64_t m1, int64_t g0, int64_t g1) {
+  const int64_t nb = w.k / kQuantBlock;
+  if (m1 - m0 == 1) {  // decode: two groups per pass over the activation row
+    const ActBlock* a[1] = {act + m0 * nb};
+    int64_t g = g0;
+    for (; g + 2 <= g1; g += 2) run<F, 2, 1>(w, a, m0, g, y);
+    if (g < g1) run<F, 1, 1>(w, a, m0, g, y);
+    return;
+  }
+  // Batches: the group's tiles stay in L1/L2 while every row passes over
+  // them; the first pass prefetches the next group's tiles into L2.
+  constexpr int kMR = 8;
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int64_t m = m0; m < m1; m += kMR) {
+      const ActBlock* a[kMR];
+      const int rows = int(std::min<int64_t>(kMR, m1 - m));
+      for (int r = 0; r < kMR; ++r) a[r] = act + (m + std::min(r, rows - 1)) * nb;
+      const bool pf = m == m0;
+      switch (rows) {
+        case 8: run<F, 1, 8>(w, a, m, g, y, pf); break;
+        case 7: run<F, 1, 7>(w, a, m, g, y, pf); break;
+        case 6: run<F, 1, 6>(w, a, m, g, y, pf); break;
+        case 5: run<F, 1, 5>(w, a, m, g, y, pf); break;
+        case 4: run<F, 1, 4>(w, a, m, g, y, pf); break;
+        case 3: run<F, 1, 3>(w, a, m, g, y, pf); break;
+        case 2: run<F, 1, 2>(w, a, m, g, y, pf); break;
+        default: run<F, 1, 1>(w, a, m, g, y, pf); break;
+      }
+    }
+  }
+}
+
+PAGODA_SIMD inline void tile_any(const LinearWeight& w, const ActBlock* act, float* y,
+                                 int64_t m0, int64_t m1, int64_t g0, int64_t g1) {
+  switch (w.format) {
+    case WeightFormat::Q8_0: tile<WeightFormat::Q8_0>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q4_0: tile<WeightFormat::Q4_0>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q4_1: tile<WeightFormat::Q4_1>(w, act, y, m0, m1, g0, g1); return;
+    default: return;
+  }
+}

@@ -1,0 +1,37 @@
+// Measured ceilings of this machine for the CPU kernel benchmark
+// (tools/bench_kernels.cpp): the memory read bandwidth and the int8 peak of
+// each int8 kernel variant, both on every thread of a pool, so a kernel's
+// GB/s and GOP/s can be put against what the machine does at best.
+//  - read bandwidth: the best of a few passes summing a buffer far larger
+//    than the caches (default 512 MiB), split over the pool's threads;
+//  - int8 peak: independent chains of the variant's inner integer
+//    instruction sequence on registers (no memory): vpdpbusd (VNNI; 4 MACs
+//    per int32 lane), or vpmaddubsw + vpaddw (AVX2 and AVX-512 BW: the
+//    packed Q4 kernels' sequence, 2 MACs per int16 lane per pair), counting
+//    2 operations per multiply-add. 0 for the scalar variant.
+// With cpu_clock (meant for a 1-thread pool, whose work all runs on the
+// caller) the time is the calling thread's CPU time, which other processes
+// on a loaded machine disturb far less than the wall clock.
+// Thread-safety: one call at a time per pool (they run parallel_for).
+#pragma once
+
+#include <cstddef>
+
+#include "gpu/cpu/cpu_isa.hpp"
+#include "gpu/cpu/thread_pool.hpp"
+
+namespace pagoda::tools {
+
+// Bytes per second read from memory by all of pool's threads.
+double measure_read_bandwidth(gpu::cpu::ThreadPool& pool, bool cpu_clock = false,
+                              size_t bytes = size_t{512} << 20);
+
+// int8 operations per second of `isa`'s inner sequence on all of pool's
+// threads (requires quant_isa_supported(isa)); 0 for Scalar.
+double measure_int8_peak(gpu::cpu::QuantIsa isa, gpu::cpu::ThreadPool& pool,
+                         bool cpu_clock = false);
+
+// This thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID).
+double thread_cpu_seconds();
+
+}  // namespace pagoda::tools
