@@ -257,8 +257,8 @@ op_test_suspects() {
 import glob, os, sys
 import xml.etree.ElementTree as ET
 out = set()
-for path in glob.glob(os.path.join(sys.argv[1], "*.xml")):
-    prog = os.path.basename(path)[:-4]
+for path in glob.glob(os.path.join(sys.argv[1], "op_tests.*.xml")):
+    prog = os.path.basename(path)[:-4].partition(".")[2]  # <phase>.<program>.xml
     try:
         cases = list(ET.parse(path).getroot().iter("testcase"))
     except ET.ParseError:
