@@ -97,7 +97,9 @@ Result<void> Executor::upload_staged(gpu::DeviceBuffer& dst, size_t offset, cons
   }
   std::memcpy(staging_.as<uint8_t>() + at, src, bytes);
   staged_ = at + bytes;
-  return backend_->upload_async(dst, offset, staging_.as<uint8_t>() + at, bytes);
+  auto up = backend_->upload_async(dst, offset, staging_.as<uint8_t>() + at, bytes);
+  staging_.uploads_issued();
+  return up;
 }
 
 bool Executor::failed(uint64_t step) const {
@@ -152,7 +154,10 @@ int64_t clock_ns() {
 
 Result<StepResult> Executor::run_step(const StepPlan& plan, const std::function<void()>& inject) {
   compute_ns_ = 0;
-  staged_ = 0;  // the previous step's download synchronized
+  // A step that sampled nothing did not synchronize: its staged uploads may
+  // still be queued, so wait for them before the buffer is reused.
+  staging_.wait_writable();
+  staged_ = 0;
   if (int32_t(plan.samples.size()) > max_rows_ || int32_t(plan.entries.size()) > max_rows_) {
     return make_error("executor: the plan has more rows than max_num_seqs");
   }

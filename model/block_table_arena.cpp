@@ -89,6 +89,7 @@ Result<void> BlockTableArena::assign(int32_t row, int32_t from, std::span<const 
     }
   }
   if (n == 0) return {};
+  host_buf_.wait_writable();  // the mirror is the source of sync()'s queued uploads
   int32_t* dst = host_ + size_t(row) * size_t(width_) + size_t(from);
   std::memmove(dst, blocks.data(), size_t(n) * sizeof(int32_t));  // blocks may be a host_row
   const int32_t end = from + int32_t(n);
@@ -131,9 +132,9 @@ Result<void> BlockTableArena::sync(gpu::Backend& backend) {
     if (st.dirty_hi > st.dirty_lo) {
       const size_t first = size_t(row) * size_t(width_) + size_t(st.dirty_lo);
       const size_t bytes = size_t(st.dirty_hi - st.dirty_lo) * sizeof(int32_t);
-      // Async: the host rows change only in the next step's deltas, after
-      // that step's download has synchronized (one sync per step).
+      // Async: the next assign() waits for these uploads (the mirror's fence).
       auto up = backend.upload_async(table_, first * sizeof(int32_t), host_ + first, bytes);
+      host_buf_.uploads_issued();  // also after a failure: earlier rows may be queued
       if (!up) return make_error("block table arena: sync: " + up.error().message);
       st.dirty_lo = st.dirty_hi = 0;
       --pending_;

@@ -21,7 +21,10 @@
 //    assign O(n), sync O(dirty entries + dirty rows): one upload per dirty row
 //    covering [lowest, highest) changed entry of that row.
 //  - On CUDA, sync()'s uploads are stream-ordered after every op issued
-//    before, so a step still running reads the old values.
+//    before, so a step still running reads the old values. They read the
+//    host mirror when the stream reaches them, so the next assign() first
+//    waits for them (the pinned mirror's UploadFence: at once when they are
+//    done, as they are after a step that synchronized).
 //
 // Ownership: owns its device buffer (must not outlive the Backend it was
 // created on; sync() needs that same Backend) and its host mirror. Move-only.

@@ -300,6 +300,7 @@ Result<StagedStep> RunState::stage(gpu::Backend& backend, const ForwardBatch& b,
   const int32_t T = b.num_tokens(), S = b.num_seqs(), R = b.num_logits_rows();
   const std::vector<int32_t>& tables = b.arena ? b.table_rows : b.block_tables;
   const MetaLayout ml = meta_layout(T, S, int64_t(tables.size()), R);
+  host_meta_.wait_writable();  // the previous step's upload may still be queued
   uint8_t* h = host_meta_.as<uint8_t>();
   auto put = [h](size_t off, const auto& v) {
     std::memcpy(h + off, v.data(), v.size() * sizeof(v[0]));
@@ -311,10 +312,10 @@ Result<StagedStep> RunState::stage(gpu::Backend& backend, const ForwardBatch& b,
   put(ml.tables, tables);
   put(ml.rows, b.logits_rows);
   put(ml.slots, b.slot_mapping);
-  // Queued before the forward's kernels; the step's one synchronization is
-  // the download of its sampled ids, so the pinned twin is free again by the
-  // next stage().
+  // Queued before the forward's kernels; a step that samples nothing never
+  // synchronizes, so the next stage() waits for this upload (its fence).
   if (auto up = backend.upload_async(meta_, 0, h, ml.bytes); !up) return up.error();
+  host_meta_.uploads_issued();
   return staged_step(meta_.as<const uint8_t>(), b, ml);
 }
 
@@ -337,6 +338,7 @@ Result<StagedStep> RunState::stage_padded(gpu::Backend& backend, const ForwardBa
   }
   const size_t B = size_t(bucket), pad = B - size_t(S);
   const MetaLayout ml = meta_layout(bucket, bucket, bucket, bucket);
+  host_meta_.wait_writable();
   uint8_t* h = host_meta_.as<uint8_t>();
   put_padded(h, ml.ids, b.token_ids, pad, 0);
   put_padded(h, ml.positions, b.positions, pad, 0);
@@ -346,6 +348,7 @@ Result<StagedStep> RunState::stage_padded(gpu::Backend& backend, const ForwardBa
   put_padded(h, ml.rows, b.logits_rows, B - size_t(R), 0);
   put_padded(h, ml.slots, b.slot_mapping, pad, int64_t{-1});
   if (auto up = backend.upload_async(meta_, 0, h, ml.bytes); !up) return up.error();
+  host_meta_.uploads_issued();
   StagedStep st = staged_step(meta_.as<const uint8_t>(), b, ml);
   st.num_logits_rows = bucket;
   st.meta.num_tokens = bucket;

@@ -6,6 +6,7 @@
 //                [--rows load,parallel,parallel_mixed,contiguous,beam,streams]
 //                [--backend cpu|cuda|auto] [--load-format auto|dummy] [--dummy-dtype D]
 //                [--streams 1,16,64,256] [--stream-prompt 128] [--stream-tokens 128]
+//                [--stream-warmup 0]
 //                [--cuda-graphs on|off] [--cuda-split-k N] [--cuda-prefill-kernel fa2|rowwise]
 //                [--no-async-uploads]   (the CUDA step features, as for serve/generate)
 //
@@ -38,7 +39,9 @@
 //                 engine (one for all C; max_num_seqs = max C; --kv-blocks
 //                 must hold them all): output tok/s, and from the
 //                 client side TTFT, TPOT (per request (last - first) / (n - 1))
-//                 and ITL p50/p99. With --load-format dummy, --model is a
+//                 and ITL p50/p99. --stream-warmup N first runs the same count
+//                 untimed with N new tokens (warmup_s in the JSON), so the
+//                 timed run is steady state. With --load-format dummy, --model is a
 //                 config.json directory (model/configs/llama-3-8b).
 #include <algorithm>
 #include <atomic>
@@ -72,7 +75,7 @@ struct Args {
   std::string rows = "load,parallel,parallel_mixed,contiguous,beam";
   std::string backend = "cpu", load_format = "auto", dummy_dtype = "auto";
   std::vector<int32_t> streams = {1, 16, 64, 256};
-  int32_t stream_prompt = 128, stream_tokens = 128;
+  int32_t stream_prompt = 128, stream_tokens = 128, stream_warmup = 0;
   bool cuda_graphs = true, cuda_tiled_prefill = true, async_uploads = true;
   int32_t cuda_split_k = 512;
   bool row(const std::string& name) const { return ("," + rows + ",").find("," + name + ",") != std::string::npos; }
@@ -114,6 +117,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--dummy-dtype") a.dummy_dtype = v;
     else if (k == "--stream-prompt") a.stream_prompt = std::stoi(v);
     else if (k == "--stream-tokens") a.stream_tokens = std::stoi(v);
+    else if (k == "--stream-warmup") a.stream_warmup = std::stoi(v);
     else if (k == "--streams") a.streams = int_list(v);
     else if (k == "--contiguous-lens") {
       a.contiguous_lens.clear();
@@ -341,22 +345,40 @@ double percentile(std::vector<double> v, double q) {
   return v[size_t(q * double(v.size() - 1) + 0.5)];
 }
 
-void stream_case(Engine* e, const Args& a, int32_t count, bool last) {
-  std::mt19937 rng(static_cast<uint32_t>(count));
-  std::atomic<int> ended{0};
+// `count` greedy requests (prompts of random ids from `seed`, `tokens` new
+// tokens each) submitted at once; returns when all ended (counted in *ended,
+// which must outlive the sinks), with the wall time.
+std::vector<std::shared_ptr<TimingSink>> run_streams(Engine* e, const Args& a, int32_t count,
+                                                     int32_t tokens, uint32_t seed,
+                                                     std::atomic<int>* ended, double* wall) {
+  std::mt19937 rng(seed);
   std::vector<std::shared_ptr<TimingSink>> sinks;
   const auto t0 = std::chrono::steady_clock::now();
   for (int32_t i = 0; i < count; ++i) {
     GenerateRequest r;
     for (int k = 0; k < a.stream_prompt; ++k) r.prompt_ids.push_back(int32_t(100 + rng() % 20000));
     r.sampling.temperature = 0.0f;
-    r.sampling.max_tokens = a.stream_tokens;
+    r.sampling.max_tokens = tokens;
     r.sampling.ignore_eos = true;
-    sinks.push_back(std::make_shared<TimingSink>(&ended));
+    sinks.push_back(std::make_shared<TimingSink>(ended));
     e->submit(std::move(r), sinks.back());
   }
-  while (ended.load() < count) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  const double wall = seconds_since(t0);
+  while (ended->load() < count) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  *wall = seconds_since(t0);
+  return sinks;
+}
+
+void stream_case(Engine* e, const Args& a, int32_t count, bool last) {
+  // Warm-up (--stream-warmup N): the same count once with N new tokens and
+  // other prompts (no prefix hits), untimed: lazy module loading, CUDA graph
+  // capture of the buckets this count passes through.
+  std::atomic<int> warm_ended{0}, ended{0};
+  double warm_s = 0.0;
+  if (a.stream_warmup > 0) {
+    run_streams(e, a, count, a.stream_warmup, uint32_t(count) + 1000003u, &warm_ended, &warm_s);
+  }
+  double wall = 0.0;
+  const auto sinks = run_streams(e, a, count, a.stream_tokens, uint32_t(count), &ended, &wall);
   std::vector<double> ttft, tpot, itl;
   size_t tokens = 0;
   int errors = 0;
@@ -369,7 +391,8 @@ void stream_case(Engine* e, const Args& a, int32_t count, bool last) {
     if (t.size() > 1) tpot.push_back((t.back() - t[0]) / double(t.size() - 1));
     for (size_t i = 1; i < t.size(); ++i) itl.push_back(t[i] - t[i - 1]);
   }
-  std::printf("{\"streams\": %d, \"errors\": %d, \"output_tokens\": %zu, \"wall_s\": %.3f, "
+  std::printf("{\"warmup_tokens\": %d, \"warmup_s\": %.3f, ", a.stream_warmup, warm_s);
+  std::printf("\"streams\": %d, \"errors\": %d, \"output_tokens\": %zu, \"wall_s\": %.3f, "
               "\"output_tokens_per_s\": %.1f, \"ttft_p50_s\": %.4f, \"ttft_p99_s\": %.4f, "
               "\"tpot_mean_s\": %.5f, \"itl_p50_s\": %.5f, \"itl_p99_s\": %.5f}%s",
               count, errors, tokens, wall, double(tokens) / wall, percentile(ttft, 0.5),

@@ -2,25 +2,40 @@
 # gpu-check.sh: one command that verifies and measures Pagoda on a CUDA
 # machine from the self-contained bundle that tools/gpu-bundle makes (this
 # script is the bundle's check.sh). Nothing is built there; nothing outside
-# the bundle is needed but the C runtime, the CUDA driver and toolkit, bash,
-# tar/xz (or python3) and python3 for the summary.
+# the bundle is needed but the C runtime, the CUDA driver, cuBLAS/cuBLASLt
+# 13 (from the CUDA toolkit, else from an nvidia-* Python wheel: the env
+# phase says which), bash, tar and python3. The bundle carries its own
+# libcudart, every other library its programs load, and the test data.
 #
 #   bash check.sh [OUT_DIR]           (OUT_DIR defaults to $OUT, else /tmp/pagoda-gpu-out)
 #   env: PAGODA_BUNDLE (default: this script's folder; from the repo,
 #        <repo>/build-gpu-bundle), PAGODA_RUN (unpack folder, default
-#        /tmp/pagoda-bundle-run), PAGODA_SKIP="phase ..." (phases to skip),
-#        PAGODA_STREAMS (default 1,16,64,256), PAGODA_BUDGET_S (default
-#        460: every phase's limit is cut to what is left of it; a phase with
+#        /tmp/pagoda-bundle-run), PAGODA_WORK (results folder, default
+#        /tmp/pagoda-check-work), PAGODA_SKIP="phase ..." (phases to skip),
+#        PAGODA_STREAMS (default 1,16,64,256), PAGODA_WARMUP (new tokens of
+#        each engine warm-up run, default 8), PAGODA_BUDGET_S (default 460:
+#        every phase's limit is cut to what is left of it; a phase with
 #        under 20 s left is skipped as out of time).
 #
-# Phases, each under `timeout` and each recorded (status, rc, seconds, log)
-# in OUT_DIR/phases.jsonl; OUT_DIR/summary.json is rewritten after every
-# phase, so a cut run still returns what it did; a failed phase never stops
-# the next one:
+# Results come back whole: every log, gtest XML and JSON goes into ONE
+# folder (PAGODA_WORK/pagoda-check, outside OUT_DIR), and after every phase
+# -- and on exit, also when a phase failed, the budget ran out or the script
+# was interrupted (trap) -- it is packed into OUT_DIR/pagoda-check.tar.gz
+# beside OUT_DIR/summary.json and OUT_DIR/summary.txt (nothing else is
+# written to OUT_DIR: three files, each far under 16 MiB; a log over 4 MiB
+# is cut to its first and last MiB in the archive). A run killed outright
+# still leaves the archive of its last finished phase. The last lines
+# printed are summary.txt: one line per phase (status, seconds, the fact
+# that matters: tests passed/failed/skipped and the first failed case, why
+# it skipped, whether the CUDA tokens equal the CPU's), the step features,
+# the performance lines (throughput, ITL p50, kernel bandwidth), the verdict.
+#
+# Phases, each under `timeout` and recorded (status, rc, seconds, log) in
+# phases.jsonl; a failed phase never stops the next one:
 #   unpack        payload.tar.xz -> PAGODA_RUN (bin/, lib/)
-#   env           GPU, driver, glibc; every library each binary loads, with
-#                 those found outside the bundle, the C runtime and CUDA
-#                 flagged (libs.json)
+#   env           GPU, driver, glibc, where cuBLAS comes from (cuda.json);
+#                 every library each binary loads, with those found outside
+#                 the bundle flagged (libs.json)
 #   cpu_smoke     pagoda generate on the tiny model (CPU backend), twice: equal
 #   op_tests      every CUDA kernel against its CPU twin (cuda_*_gpu_test
 #                 but the tiled prefill's, device_gpu_test; gtest XML); a
@@ -36,17 +51,22 @@
 #                 hits, greedy agreement, blocks back), on the tiny model;
 #                 failed with a step feature on: again as e2e_fallback with
 #                 every feature off, and when that passes they stay off
-#   cuda_generate pagoda generate --backend cuda vs --backend cpu, greedy
-#                 (failed: cuda_generate_fallback, features off, likewise)
-#   perf_kernels  bench_kernels --quick (paged-decode bandwidth at 64 x 2k,
-#                 Llama-3-8B heads; prefill attention, tiled vs row kernel;
-#                 sampling; cuBLAS GEMMs) -> bench.json
+#   cuda_generate pagoda generate --backend cuda vs --backend cpu, greedy:
+#                 the token ids must be equal (generate.json; failed:
+#                 cuda_generate_fallback, features off, likewise)
+#   perf_kernels  bench_kernels --quick (each case warmed up by 3 calls;
+#                 paged-decode bandwidth at 64 x 2k, Llama-3-8B heads;
+#                 prefill attention, tiled vs row kernel; sampling; cuBLAS
+#                 GEMMs) -> bench.json
 #   perf_engine   bench_engine --rows streams, Llama-3-8B shape, dummy BF16
-#                 weights, 1/16/64/256 concurrent streams -> engine.json
-#                 (without a GPU: the tiny shape on the CPU, 1 and 4 streams,
-#                 to exercise the harness); failed on the GPU with a feature
-#                 on: perf_engine_fallback with every feature off
-#   step_profile  the same engine at 64 streams, 32 new tokens, with
+#                 weights, 1/16/64/256 concurrent streams, each count first
+#                 warmed up untimed (--stream-warmup: lazy module loading,
+#                 graph capture) -> engine.json: throughput, TTFT, steady
+#                 ITL p50/p99 (without a GPU: the tiny shape on the CPU, 1
+#                 and 4 streams, to exercise the harness); failed on the GPU
+#                 with a feature on: perf_engine_fallback, every feature off
+#   step_profile  the same engine at 64 streams, 32 new tokens (after a
+#                 warm-up, which the profile includes), with
 #                 PAGODA_CUDA_PROFILE (gpu/cuda/op_profile.cuh): GPU ms per op
 #                 category (GEMMs, attention, sampling, KV writes, other) and
 #                 the host gaps, per synchronisation window -> step_profile.json
@@ -57,8 +77,8 @@
 # --cuda-prefill-kernel rowwise, --no-async-uploads) and as environment for
 # the GPU tests (PAGODA_CUDA_GRAPHS=off, PAGODA_CUDA_SPLIT_K=0,
 # PAGODA_CUDA_PREFILL_KERNEL=rowwise, PAGODA_CUDA_ASYNC_UPLOADS=off; see
-# gpu::step_feature_env); OUT_DIR/features.json (also in summary.json) says
-# which are on and why any went off.
+# gpu::step_feature_env); features.json (also in summary.json) says which
+# are on and why any went off.
 # Without a GPU the CUDA phases print why they skip and the GPU tests skip
 # themselves. Exit status: 0 when no phase failed.
 set -u -o pipefail
@@ -70,25 +90,39 @@ else BUNDLE=$(cd "$HERE/.." && pwd)/build-gpu-bundle
 fi
 OUT_DIR=${1:-${OUT:-/tmp/pagoda-gpu-out}}
 RUN=${PAGODA_RUN:-/tmp/pagoda-bundle-run}
+WORK=${PAGODA_WORK:-/tmp/pagoda-check-work}
+RES=$WORK/pagoda-check
 STREAMS=${PAGODA_STREAMS:-1,16,64,256}
+WARMUP=${PAGODA_WARMUP:-8}
 BUDGET=${PAGODA_BUDGET_S:-460}
-mkdir -p "$OUT_DIR/gtest"
-: > "$OUT_DIR/phases.jsonl"
+SUMMARY_PY=$BUNDLE/summary.py
+[[ -f $SUMMARY_PY ]] || SUMMARY_PY=$HERE/gpu-check-summary.py
+rm -rf "$RES" && mkdir -p "$RES/gtest" "$OUT_DIR" || exit 1
+: > "$RES/phases.jsonl"
 T0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - T0 )); }
 say() { echo "[gpu-check +$(elapsed)s] $*"; }
+# The tests read their data from the bundle, not from the build machine's tree.
+export PAGODA_TEST_DATA_DIR=$BUNDLE/tree/tests/data
+export PAGODA_SHARED_DIR=$BUNDLE/tree/shared
 
-CUDA_LIBS=""
+# CUDA libraries: the bundle's libcudart comes first (bin/ -> lib/); cuBLAS
+# and cuBLASLt from the toolkit, else from an nvidia-* wheel (torch's).
+CUDA_LIBS="" CUBLAS_FROM=""
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
-  [[ -d $d ]] && CUDA_LIBS="$CUDA_LIBS:$d"
+  [[ -d $d ]] || continue
+  CUDA_LIBS="$CUDA_LIBS:$d"
+  [[ -z $CUBLAS_FROM ]] && ls "$d"/libcublasLt.so.13* > /dev/null 2>&1 && CUBLAS_FROM="toolkit $d"
 done
-# cuBLAS outside the toolkit (torch's pip wheels): untested fallback.
-if ! ls /usr/local/cuda/lib*/libcublas.so.13* /usr/local/cuda/targets/*/lib/libcublas.so.13* > /dev/null 2>&1; then
-  WHEEL=$(python3 -c 'import glob, os, site
-for d in site.getsitepackages():
-    for lib in glob.glob(os.path.join(d, "nvidia", "**", "libcublas.so.13*"), recursive=True):
+if [[ -z $CUBLAS_FROM ]]; then
+  WHEEL=$(python3 -c 'import glob, os, site, sys
+dirs = site.getsitepackages() + [site.getusersitepackages()] + sys.path
+for d in dirs:
+    for lib in sorted(glob.glob(os.path.join(d, "nvidia", "**", "libcublasLt.so.13*"), recursive=True)):
         print(os.path.dirname(lib)); raise SystemExit' 2> /dev/null)
-  [[ -n $WHEEL ]] && CUDA_LIBS="$CUDA_LIBS:$WHEEL"
+  if [[ -n $WHEEL ]]; then CUDA_LIBS="$CUDA_LIBS:$WHEEL"; CUBLAS_FROM="wheel $WHEEL"
+  else CUBLAS_FROM="not found (no toolkit lib64, no nvidia-* wheel)"
+  fi
 fi
 # Only the bundle's programs get the bundle's libraries (python3, tar keep the system's).
 pg() { LD_LIBRARY_PATH="$RUN/lib$CUDA_LIBS" "$@"; }
@@ -98,72 +132,48 @@ NO_GPU_REASON="nvidia-smi lists no GPU"
 if command -v nvidia-smi > /dev/null && nvidia-smi -L 2> /dev/null | grep -q '^GPU'; then HAVE_GPU=1
 elif ! command -v nvidia-smi > /dev/null; then NO_GPU_REASON="no nvidia-smi (no CUDA driver)"
 fi
+python3 -c 'import json, sys; json.dump({"cublas_from": sys.argv[1], "library_path": sys.argv[2]}, open(sys.argv[3], "w"))' \
+  "$CUBLAS_FROM" "$RUN/lib$CUDA_LIBS" "$RES/cuda.json"
 
+# summary.json + summary.txt in the results folder, then the archive; each
+# file lands in OUT_DIR by rename, so OUT_DIR always holds a whole set.
 summarize() {
-  python3 - "$OUT_DIR" "$(elapsed)" "$HAVE_GPU" "$NO_GPU_REASON" <<'PY' > "$OUT_DIR/summary.json.tmp" && mv "$OUT_DIR/summary.json.tmp" "$OUT_DIR/summary.json"
-import glob, json, os, sys
-import xml.etree.ElementTree as ET
-out, secs, have_gpu, reason = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
-s = {"elapsed_s": secs, "gpu": have_gpu, "no_gpu_reason": None if have_gpu else reason,
-     "phases": {}, "tests": {"passed": 0, "failed": 0, "skipped": 0}, "failed_cases": [],
-     "programs": {}}
-for line in open(os.path.join(out, "phases.jsonl")):
-    if line.strip():
-        p = json.loads(line)
-        s["phases"][p["phase"]] = p
-for path in sorted(glob.glob(os.path.join(out, "gtest", "*.xml"))):
-    prog = {"passed": 0, "failed": 0, "skipped": 0}
-    try:
-        cases = list(ET.parse(path).getroot().iter("testcase"))
-    except ET.ParseError:
-        continue
-    for case in cases:
-        name = case.get("classname", "") + "." + case.get("name", "")
-        if case.find("failure") is not None:
-            prog["failed"] += 1
-            s["failed_cases"].append(name)
-        elif case.get("result") == "skipped" or case.find("skipped") is not None:
-            prog["skipped"] += 1
-        else:
-            prog["passed"] += 1
-    s["programs"][os.path.basename(path)[:-4]] = prog
-    for k in prog:
-        s["tests"][k] += prog[k]
-def load(name):
-    try:
-        return json.load(open(os.path.join(out, name)))
-    except Exception:
-        return None
-s["libs"] = load("libs.json")
-s["features"] = load("features.json")
-bench = load("bench.json")
-s["bench_kernels"] = bench
-perf = {}
-if bench:
-    for a in bench.get("attention", []):
-        if a.get("backend") == "cuda" and a.get("name") == "llama8b-like":
-            perf["decode_attention_64x2k_partition_%d" % a["partition"]] = {
-                "us": a["us"], "gb_per_s": a["gb_per_s"],
-                "fraction_of_4_8_TBps": round(a["gb_per_s"] / 4800.0, 4)}
-for a in (bench or {}).get("prefill", []):
-    perf["prefill_attention_%s_ctx%d_q%d" % (a["kernel"], a["ctx"], a["q_len"])] = {
-        "us": a["us"], "tflop_per_s": a["tflop_per_s"]}
-engine = load("engine.json")
-if engine and "streams" in engine:
-    perf["engine"] = {"model": engine.get("model"), "backend": engine.get("backend"),
-                      "dummy_dtype": engine.get("dummy_dtype"), "runs": engine["streams"]["runs"]}
-prof = load("step_profile.json")
-if prof and prof.get("windows"):
-    w = prof["windows"]
-    perf["step_breakdown_per_window_ms"] = dict(
-        {k: round(v["ms"] / w, 3) for k, v in prof["ops"].items()},
-        gap_inside=round(prof["gap_ms"] / w, 3), host_between=round(prof["host_between_ms"] / w, 3),
-        windows=w)
-s["perf"] = perf
-s["ok"] = all(p["status"] != "failed" for p in s["phases"].values())
-print(json.dumps(s, indent=2))
-PY
+  python3 "$SUMMARY_PY" "$RES" "$(elapsed)" "$HAVE_GPU" "$NO_GPU_REASON" || echo "summary failed"
+  local f big=()
+  while IFS= read -r f; do big+=("$f"); done < <(find "$RES" -type f -size +4M)
+  for f in "${big[@]}"; do  # keep the archive small: first and last MiB of a huge log
+    { head -c 1048576 "$f"; printf '\n[... cut by gpu-check: %s bytes in all ...]\n' "$(stat -c %s "$f")"
+      tail -c 1048576 "$f"; } > "$f.cut" && mv "$f.cut" "$f"
+  done
+  tar -C "$WORK" -czf "$OUT_DIR/.pagoda-check.tar.gz" pagoda-check &&
+    mv "$OUT_DIR/.pagoda-check.tar.gz" "$OUT_DIR/pagoda-check.tar.gz"
+  for f in summary.json summary.txt; do
+    [[ -f $RES/$f ]] && cp "$RES/$f" "$OUT_DIR/.$f" && mv "$OUT_DIR/.$f" "$OUT_DIR/$f"
+  done
 }
+FINISHED=0
+finish() {  # the EXIT trap: pack, print the table, exit 0 only when no phase failed
+  [[ $FINISHED == 1 ]] && return
+  FINISHED=1
+  trap - INT TERM
+  summarize
+  echo
+  cat "$RES/summary.txt" 2> /dev/null
+  echo "results: $OUT_DIR/pagoda-check.tar.gz ($(du -k "$OUT_DIR/pagoda-check.tar.gz" 2> /dev/null | cut -f1) KiB), $OUT_DIR/summary.json, $OUT_DIR/summary.txt"
+  if python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$RES/summary.json" 2> /dev/null; then
+    exit 0
+  fi
+  exit 1
+}
+trap finish EXIT
+CHILD=""
+on_signal() {  # stop the running phase (timeout passes the signal on), then finish
+  say "interrupted${CHILD:+: stopping the running phase}"
+  [[ -n $CHILD ]] && kill -TERM "$CHILD" 2> /dev/null && wait "$CHILD" 2> /dev/null
+  echo '{"phase": "interrupted", "status": "failed", "rc": 130, "seconds": 0, "reason": "signal"}' >> "$RES/phases.jsonl"
+  exit 130
+}
+trap on_signal INT TERM
 
 # phase NAME TIMEOUT_S CMD...: runs CMD (with the bundle's libraries) into NAME.log.
 phase() {
@@ -173,15 +183,20 @@ phase() {
   if (( left < 20 )); then skip "$name" "out of time (budget ${BUDGET}s)"; return; fi
   (( limit > left )) && limit=$left
   say "$name (limit ${limit}s) -> $name.log"
-  local t=$(date +%s) rc status
-  timeout -k 10 "$limit" bash -c '"$@"' bash "$@" > "$OUT_DIR/$name.log" 2>&1
+  local t=$(date +%s) rc status last
+  # In the background and waited for, so that a signal reaches the trap at once.
+  PHASE=$name timeout -k 10 "$limit" bash -c '"$@"' bash "$@" > "$RES/$name.log" 2>&1 &
+  CHILD=$!
+  wait "$CHILD"
   rc=$?
+  CHILD=
   status=ok
   [[ $rc != 0 ]] && status=failed
-  [[ $rc == 124 || $rc == 137 ]] && status=failed && echo "TIMED OUT after ${limit}s" >> "$OUT_DIR/$name.log"
-  printf '{"phase": "%s", "status": "%s", "rc": %d, "seconds": %d, "log": "%s.log"}\n' \
-    "$name" "$status" "$rc" $(( $(date +%s) - t )) "$name" >> "$OUT_DIR/phases.jsonl"
-  tail -4 "$OUT_DIR/$name.log" | sed 's/^/    /'
+  [[ $rc == 124 || $rc == 137 ]] && echo "TIMED OUT after ${limit}s" >> "$RES/$name.log"
+  last=$(grep -v '^\s*$' "$RES/$name.log" | tail -1 | cut -c1-120)
+  python3 -c 'import json, sys; print(json.dumps({"phase": sys.argv[1], "status": sys.argv[2], "rc": int(sys.argv[3]), "seconds": int(sys.argv[4]), "log": sys.argv[1] + ".log", "last_line": sys.argv[5]}))' \
+    "$name" "$status" "$rc" $(( $(date +%s) - t )) "$last" >> "$RES/phases.jsonl"
+  tail -4 "$RES/$name.log" | sed 's/^/    /'
   say "$name: $status (rc $rc)"
   LAST_STATUS=$status
   summarize
@@ -190,7 +205,7 @@ skip() {
   LAST_STATUS=skipped
   say "$1: skipped: $2"
   printf '{"phase": "%s", "status": "skipped", "rc": 0, "seconds": 0, "reason": "%s"}\n' \
-    "$1" "$2" >> "$OUT_DIR/phases.jsonl"
+    "$1" "$2" >> "$RES/phases.jsonl"
   summarize
 }
 needs_gpu() {  # NAME: true when the phase may run
@@ -203,7 +218,7 @@ needs_gpu() {  # NAME: true when the phase may run
 FEAT_GRAPHS=on FEAT_SPLIT_K=512 FEAT_PREFILL=fa2 FEAT_ASYNC=on
 FEAT_WHY=""
 write_features() {
-  python3 - "$OUT_DIR/features.json" "$FEAT_GRAPHS" "$FEAT_SPLIT_K" "$FEAT_PREFILL" "$FEAT_ASYNC" "$FEAT_WHY" <<'PY'
+  python3 - "$RES/features.json" "$FEAT_GRAPHS" "$FEAT_SPLIT_K" "$FEAT_PREFILL" "$FEAT_ASYNC" "$FEAT_WHY" <<'PY'
 import json, sys
 path, graphs, split_k, prefill, asyn, why = sys.argv[1:7]
 json.dump({"graphs": graphs, "split_k": int(split_k), "prefill_kernel": prefill,
@@ -238,12 +253,12 @@ features_off_env() {
 }
 # Which features failed cases of op_tests implicate (split-K cases, async uploads).
 op_test_suspects() {
-  python3 - "$OUT_DIR/gtest" <<'PY'
+  python3 - "$RES/gtest" <<'PY'
 import glob, os, sys
 import xml.etree.ElementTree as ET
 out = set()
-for path in glob.glob(os.path.join(sys.argv[1], "*.xml")):
-    prog = os.path.basename(path)[:-4]
+for path in glob.glob(os.path.join(sys.argv[1], "op_tests.*.xml")):
+    prog = os.path.basename(path)[:-4].partition(".")[2]  # <phase>.<program>.xml
     try:
         cases = list(ET.parse(path).getroot().iter("testcase"))
     except ET.ParseError:
@@ -277,6 +292,7 @@ environment() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.memory --format=csv || true
   nproc; free -g | head -2
   echo "CUDA libraries from:${CUDA_LIBS//:/ }"
+  echo "cuBLAS/cuBLASLt: $CUBLAS_FROM; libcudart: the bundle's ($(ls "$RUN"/lib/libcudart.so* 2> /dev/null | xargs -n1 basename 2> /dev/null | tr '\n' ' '))"
   head -3 "$BUNDLE/MANIFEST.txt"
   # Where each needed library resolves: the bundle, the C runtime, CUDA, or elsewhere.
   local foreign=() missing=() b
@@ -295,11 +311,12 @@ environment() {
   done
   printf '%s\n' "missing: ${missing[*]:-none}" "outside the bundle: ${foreign[*]:-none}"
   python3 -c 'import json, sys; f = lambda a: [x for x in a.split("|") if x]; print(json.dumps({"missing": f(sys.argv[1]), "outside_bundle": f(sys.argv[2])}))' \
-    "$(printf '|%s' "${missing[@]}")" "$(printf '|%s' "${foreign[@]}")" > "$OUT_DIR/libs.json"
+    "$(printf '|%s' "${missing[@]}")" "$(printf '|%s' "${foreign[@]}")" > "$RES/libs.json"
   [[ ${#missing[@]} == 0 && ${#foreign[@]} == 0 ]]
 }
 
 TINY=$BUNDLE/model/tiny
+CONFIGS=$BUNDLE/tree/model/configs  # the tree's model/configs (shapes for --load-format dummy)
 gen() {  # gen BACKEND [args...]: greedy JSON output of the tiny model
   local backend=$1; shift
   # shellcheck disable=SC2046  # feature_flags is a word list
@@ -307,10 +324,10 @@ gen() {  # gen BACKEND [args...]: greedy JSON output of the tiny model
     --max-tokens 24 --ignore-eos --kv-cache-memory $((32 << 20)) --json $(feature_flags) "$@"
 }
 cpu_smoke() {
-  gen cpu > "$OUT_DIR/cpu_a.json" && gen cpu > "$OUT_DIR/cpu_b.json" || return 1
-  cat "$OUT_DIR/cpu_a.json"
-  cmp "$OUT_DIR/cpu_a.json" "$OUT_DIR/cpu_b.json" || { echo "two CPU runs differ"; return 1; }
-  pg "$RUN/bin/pagoda" generate "$BUNDLE/configs/tiny" --load-format dummy --backend cpu \
+  gen cpu > "$RES/cpu_a.json" && gen cpu > "$RES/cpu_b.json" || return 1
+  cat "$RES/cpu_a.json"
+  cmp "$RES/cpu_a.json" "$RES/cpu_b.json" || { echo "two CPU runs differ"; return 1; }
+  pg "$RUN/bin/pagoda" generate "$CONFIGS/tiny" --load-format dummy --backend cpu \
     --prompt "dummy" --max-tokens 8 --ignore-eos --kv-cache-memory $((16 << 20)) --json
 }
 
@@ -319,21 +336,23 @@ gtests() {  # gtests BINARY...: each with XML output; fails if any fails
   for t in "$@"; do
     [[ -x $RUN/bin/$t ]] || { echo "=== $t: missing"; rc=1; continue; }
     echo "=== $t"
-    pg "$RUN/bin/$t" --gtest_output="xml:$OUT_DIR/gtest/$t.xml" || rc=1
+    pg "$RUN/bin/$t" --gtest_output="xml:$RES/gtest/${PHASE:-gtests}.$t.xml" || rc=1
   done
   return $rc
 }
-cuda_generate() {
-  gen cpu > "$OUT_DIR/gen_cpu.json" && gen cuda > "$OUT_DIR/gen_cuda.json" || return 1
-  python3 - "$OUT_DIR/gen_cpu.json" "$OUT_DIR/gen_cuda.json" <<'PY'
+cuda_generate() {  # the greedy token ids of CUDA must equal the CPU's
+  gen cpu > "$RES/gen_cpu.json" && gen cuda > "$RES/gen_cuda.json" || return 1
+  python3 - "$RES/gen_cpu.json" "$RES/gen_cuda.json" "$RES/generate.json" <<'PY'
 import json, sys
 c, g = (json.load(open(p))["samples"][0]["token_ids"] for p in sys.argv[1:3])
 k = 0
 while k < min(len(c), len(g)) and c[k] == g[k]:
     k += 1
 print("cpu ", c); print("cuda", g)
-print("greedy tokens equal before the first divergence: %d/%d" % (k, len(c)))
-sys.exit(0 if len(g) == len(c) else 1)
+print("greedy tokens equal before the first divergence: %d/%d (cuda gave %d)" % (k, len(c), len(g)))
+json.dump({"equal": c == g, "equal_prefix": k, "len_cpu": len(c), "len_cuda": len(g)},
+          open(sys.argv[3], "w"))
+sys.exit(0 if c == g else 1)
 PY
 }
 
@@ -341,35 +360,37 @@ perf_engine() {
   if [[ $HAVE_GPU == 1 ]]; then
     # shellcheck disable=SC2046
     pg "$RUN/bin/bench_engine" --rows streams --backend cuda --load-format dummy \
-      --model "$BUNDLE/configs/llama-3-8b" --streams "$STREAMS" --kv-blocks 4608 \
-      --stream-prompt 128 --stream-tokens 128 $(feature_flags) > "$OUT_DIR/engine.json.tmp"
+      --model "$CONFIGS/llama-3-8b" --streams "$STREAMS" --kv-blocks 4608 \
+      --stream-prompt 128 --stream-tokens 128 --stream-warmup "$WARMUP" $(feature_flags) \
+      > "$RES/engine.json.tmp"
   else
     echo "no GPU ($NO_GPU_REASON): the harness on the CPU, tiny shape, 1 and 4 streams"
     pg "$RUN/bin/bench_engine" --rows streams --backend cpu --load-format dummy \
-      --model "$BUNDLE/configs/tiny" --streams 1,4 --kv-blocks 256 --stream-prompt 32 \
-      --stream-tokens 16 > "$OUT_DIR/engine.json.tmp"
+      --model "$CONFIGS/tiny" --streams 1,4 --kv-blocks 256 --stream-prompt 32 \
+      --stream-tokens 16 --stream-warmup 2 > "$RES/engine.json.tmp"
   fi
   local rc=$?
-  mv "$OUT_DIR/engine.json.tmp" "$OUT_DIR/engine.json"
-  cat "$OUT_DIR/engine.json"
+  mv "$RES/engine.json.tmp" "$RES/engine.json"
+  cat "$RES/engine.json"
   return $rc
 }
 
 # The phases run in child shells (under timeout): they get these.
-export BUNDLE OUT_DIR RUN STREAMS CUDA_LIBS HAVE_GPU NO_GPU_REASON TINY
+export BUNDLE RES RUN STREAMS WARMUP CUDA_LIBS HAVE_GPU NO_GPU_REASON TINY CONFIGS
 export -f pg unpack environment gen cpu_smoke gtests cuda_generate perf_engine feature_flags \
   features_off_env
 
 step_profile() {
   # shellcheck disable=SC2046  # (graphs stay eager while profiling: every op is timed)
-  PAGODA_CUDA_PROFILE=$OUT_DIR/step_profile.json pg "$RUN/bin/bench_engine" --rows streams \
-    --backend cuda --load-format dummy --model "$BUNDLE/configs/llama-3-8b" --streams 64 \
-    --kv-blocks 1024 --stream-prompt 128 --stream-tokens 32 $(feature_flags) || return 1
-  cat "$OUT_DIR/step_profile.json"
+  PAGODA_CUDA_PROFILE=$RES/step_profile.json pg "$RUN/bin/bench_engine" --rows streams \
+    --backend cuda --load-format dummy --model "$CONFIGS/llama-3-8b" --streams 64 \
+    --kv-blocks 1024 --stream-prompt 128 --stream-tokens 32 --stream-warmup 4 $(feature_flags) \
+    || return 1
+  cat "$RES/step_profile.json"
 }
 export -f step_profile
 
-say "bundle $BUNDLE -> $RUN; results in $OUT_DIR; GPU: $([[ $HAVE_GPU == 1 ]] && echo yes || echo "no ($NO_GPU_REASON)")"
+say "bundle $BUNDLE -> $RUN; results in $RES, packed into $OUT_DIR; cuBLAS: $CUBLAS_FROM; GPU: $([[ $HAVE_GPU == 1 ]] && echo yes || echo "no ($NO_GPU_REASON)")"
 phase unpack 60 unpack
 phase env 30 environment
 phase cpu_smoke 60 cpu_smoke
@@ -398,17 +419,11 @@ if needs_gpu cuda_generate; then
     [[ $LAST_STATUS == ok ]] && all_features_off "cuda_generate failed with them, passed without"
   fi
 fi
-phase perf_kernels 90 pg "$RUN/bin/bench_kernels" --quick --json "$OUT_DIR/bench.json"
+phase perf_kernels 90 pg "$RUN/bin/bench_kernels" --quick --json "$RES/bench.json"
 phase perf_engine 240 perf_engine
 if [[ $LAST_STATUS == failed && $HAVE_GPU == 1 ]] && any_feature_on; then
-  cp "$OUT_DIR/engine.json" "$OUT_DIR/engine_with_features.json" 2> /dev/null
+  cp "$RES/engine.json" "$RES/engine_with_features.json" 2> /dev/null
   phase perf_engine_fallback 150 features_off_env perf_engine
 fi
 needs_gpu step_profile && phase step_profile 120 step_profile
-
-summarize
-python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print(json.dumps({k: v["status"] for k, v in s["phases"].items()})); print("tests", s["tests"], "failed", s["failed_cases"]); print("perf", json.dumps(s["perf"]))' "$OUT_DIR/summary.json"
-if python3 -c 'import json, sys; sys.exit(0 if json.load(open(sys.argv[1]))["ok"] else 1)' "$OUT_DIR/summary.json"; then
-  say "OK"; exit 0
-fi
-say "FAILED (see summary.json)"; exit 1
+# The EXIT trap (finish) packs the results and prints the summary table.

@@ -30,6 +30,33 @@ Result<void> check_range(size_t buffer_bytes, size_t offset, size_t bytes, const
   return {};
 }
 
+// A pinned buffer's UploadFence: one event (no timing) recorded on the
+// backend's stream after the uploads from the buffer. Failures fall back to
+// waiting for the whole stream; their errors are cleared here (a sticky
+// fault resurfaces at the backend's next synchronize).
+class EventUploadFence final : public UploadFence {
+ public:
+  EventUploadFence(cudaStream_t stream, cudaEvent_t event) : stream_(stream), event_(event) {}
+  ~EventUploadFence() override {
+    cudaEventDestroy(event_);
+    cudaGetLastError();
+  }
+  void record() noexcept override {
+    recorded_ = cudaEventRecord(event_, stream_) == cudaSuccess;
+    if (!recorded_) cudaGetLastError();
+  }
+  void wait() noexcept override {
+    const cudaError_t err =
+        recorded_ ? cudaEventSynchronize(event_) : cudaStreamSynchronize(stream_);
+    if (err != cudaSuccess) cudaGetLastError();
+  }
+
+ private:
+  cudaStream_t stream_;
+  cudaEvent_t event_;
+  bool recorded_ = false;
+};
+
 }  // namespace
 
 CudaBackend::CudaBackend(const BackendOptions& options)
@@ -191,7 +218,15 @@ Result<PinnedBuffer> CudaBackend::allocate_pinned(size_t bytes) {
   if (bytes == 0) return PinnedBuffer();
   void* p = nullptr;
   PAGODA_CUDA_TRY(check_cuda(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc"));
-  return PinnedBuffer(p, bytes, [](void* q) noexcept { (void)cudaFreeHost(q); });
+  auto free_fn = [](void* q) noexcept { (void)cudaFreeHost(q); };
+  cudaEvent_t event = nullptr;
+  if (auto made = check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                             "cudaEventCreateWithFlags (pinned buffer fence)");
+      !made) {
+    free_fn(p);
+    return made.error();
+  }
+  return PinnedBuffer(p, bytes, free_fn, std::make_unique<EventUploadFence>(stream_, event));
 }
 
 // Errors of the queued copy itself surface at the next synchronize/download.

@@ -77,7 +77,8 @@ class CudaBackend final : public Backend {
   Result<void> download(const DeviceBuffer& src, size_t src_offset, void* dst,
                         size_t bytes) override;
   void synchronize() override;
-  // cudaHostAlloc'd (page-locked) memory; cudaMemcpyAsync on the stream, no wait.
+  // cudaHostAlloc'd (page-locked) memory with an event as its UploadFence
+  // (gpu/pinned_buffer.hpp); cudaMemcpyAsync on the stream, no wait.
   Result<PinnedBuffer> allocate_pinned(size_t bytes) override;
   Result<void> upload_async(DeviceBuffer& dst, size_t dst_offset, const void* src,
                             size_t bytes) override;
