@@ -17,6 +17,7 @@
 #include "actors/engine.hpp"
 #include "formats_test_util.hpp"
 #include "engine_test_util.hpp"
+#include "fault_test_util.hpp"
 
 namespace pagoda::actors {
 namespace {
@@ -29,65 +30,11 @@ EngineOptions fault_options(const std::string& path) {
   return pagoda::test::cpu_engine_options(path, model::WeightPrecision::kQuantized, 256, 16, 128);
 }
 
+using pagoda::test::alone;
+using pagoda::test::EndSink;
+using pagoda::test::ids_request;
 
-GenerateRequest ids_request(std::vector<int32_t> ids, int32_t max_tokens) {
-  GenerateRequest r;
-  r.prompt_ids = std::move(ids);
-  r.sampling = greedy(max_tokens);
-  return r;
-}
-
-std::vector<int32_t> prompt(int32_t len, int32_t salt) {
-  std::vector<int32_t> p;
-  for (int32_t i = 0; i < len; ++i) p.push_back(100 + (i * 37 + salt * 101) % 5000);
-  return p;
-}
-
-// Records how one request ended.
-class EndSink : public RequestSink {
- public:
-  bool on_token(const TokenDelta& d) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    tokens_.push_back(d.token_id);
-    return true;
-  }
-  void on_done(const RequestDone& done) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    finish_ = done.finish.empty() ? FinishReason::none : done.finish[0];
-    ended_ = true;
-    promise_.set_value();
-  }
-  void on_error(const std::string& message) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    error_ = message;
-    ended_ = true;
-    promise_.set_value();
-  }
-  bool wait(std::chrono::milliseconds s) { return future_.wait_for(s) == std::future_status::ready; }
-  FinishReason finish() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return finish_;
-  }
-  std::vector<int32_t> tokens() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return tokens_;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<int32_t> tokens_;
-  FinishReason finish_ = FinishReason::none;
-  std::string error_;
-  bool ended_ = false;
-  std::promise<void> promise_;
-  std::future<void> future_ = promise_.get_future();
-};
-
-std::vector<int32_t> alone(Engine& e, const std::vector<int32_t>& ids, int32_t max_tokens) {
-  auto r = e.generate({ids_request(ids, max_tokens)});
-  EXPECT_TRUE(r[0].error.empty()) << r[0].error;
-  return r[0].samples[0].token_ids;
-}
+std::vector<int32_t> prompt(int32_t len, int32_t salt) { return pagoda::test::id_prompt(len, salt); }
 
 // Hundreds of submit + cancel pairs back to back from one thread (as one
 // WebSocket session sends them): every one ends with abort, none runs to

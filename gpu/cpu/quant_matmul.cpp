@@ -254,6 +254,9 @@ Result<void> matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
     case WeightFormat::BF16:
       if (w.layout == WeightLayout::kPacked16) return half_matmul(w, x, y, M, best_quant_isa(), pool);
       break;
+    default:  // Q5_x, K-quants, IQ4: no CPU kernel yet (the loader converts them)
+      return make_error("matmul: no CPU kernel for " + std::string(format_name(w.format)) +
+                        " weights (the loader converts them to Q8_0 or F32)");
   }
   return make_error("matmul: " + std::string(format_name(w.format)) +
                     " weights must be packed (pack_half_weight) or converted to F32 at load");
