@@ -74,7 +74,7 @@ StagedStep staged_step(const uint8_t* d, const ForwardBatch& b, const MetaLayout
 template <class V>
 void put_padded(uint8_t* h, size_t off, const V& v, size_t pad, typename V::value_type fill) {
   auto* dst = reinterpret_cast<typename V::value_type*>(h + off);
-  std::memcpy(dst, v.data(), v.size() * sizeof(v[0]));
+  if (!v.empty()) std::memcpy(dst, v.data(), v.size() * sizeof(v[0]));  // data() may be null
   std::fill(dst + v.size(), dst + v.size() + pad, fill);
 }
 
@@ -302,8 +302,8 @@ Result<StagedStep> RunState::stage(gpu::Backend& backend, const ForwardBatch& b,
   const MetaLayout ml = meta_layout(T, S, int64_t(tables.size()), R);
   host_meta_.wait_writable();  // the previous step's upload may still be queued
   uint8_t* h = host_meta_.as<uint8_t>();
-  auto put = [h](size_t off, const auto& v) {
-    std::memcpy(h + off, v.data(), v.size() * sizeof(v[0]));
+  auto put = [h](size_t off, const auto& v) {  // an empty vector's data() may be null
+    if (!v.empty()) std::memcpy(h + off, v.data(), v.size() * sizeof(v[0]));
   };
   put(ml.ids, b.token_ids);
   put(ml.positions, b.positions);
