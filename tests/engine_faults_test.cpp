@@ -25,11 +25,7 @@ namespace {
 using pagoda::test::expect_blocks_back;
 using pagoda::test::greedy;
 using pagoda::test::test_deadline;
-
-EngineOptions fault_options(const std::string& path) {
-  return pagoda::test::cpu_engine_options(path, model::WeightPrecision::kQuantized, 256, 16, 128);
-}
-
+using pagoda::test::fault_options;
 using pagoda::test::alone;
 using pagoda::test::EndSink;
 using pagoda::test::ids_request;
@@ -177,29 +173,41 @@ TEST(EngineFaults, AHungStepTimesOutInsteadOfHanging) {
   expect_blocks_back(**e);
 }
 
+// Runs prompt(30, salt) for `tokens` greedy tokens on an engine whose steps
+// each take delay x the timeout (timeout = timeout_s x the deadline scale);
+// checks the request succeeded with every token and no step timed out, and
+// returns its wall time in units of the timeout.
+double timeouts_taken(const std::string& path, double timeout_s, double delay, int32_t salt,
+                      int32_t tokens) {
+  EngineOptions o = fault_options(path);
+  const double scale = pagoda::test::deadline_scale();
+  o.step_timeout_s = timeout_s * scale;
+  o.fault_injector = [d = delay * o.step_timeout_s](uint64_t) {
+    StepFault f;
+    f.delay_s = d;
+    return f;
+  };
+  auto e = Engine::start(o);
+  EXPECT_TRUE(e.ok()) << e.error().message;
+  if (!e.ok()) return 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = (*e)->generate({ids_request(prompt(30, salt), tokens)});
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(r[0].error.empty()) << r[0].error;
+  EXPECT_EQ(r[0].samples[0].token_ids.size(), size_t(tokens));
+  EXPECT_EQ((*e)->stats().timed_out_steps, 0u);
+  EXPECT_EQ((*e)->health().executor_restarts, 0u);
+  expect_blocks_back(**e);
+  return took / o.step_timeout_s;
+}
+
 // The deadline is per step, not per request: a request whose steps each take
 // a fifth of the timeout runs for several timeouts in all and never times
 // out (the watchdog re-arms for the oldest step still in flight).
 TEST(EngineFaults, StepsWithinTheTimeoutNeverTimeOut) {
   PAGODA_REQUIRE_REAL_MODEL(path);
-  EngineOptions o = fault_options(path);
-  const double scale = pagoda::test::deadline_scale();
-  o.step_timeout_s = 0.5 * scale;
-  o.fault_injector = [scale](uint64_t) {
-    StepFault f;
-    f.delay_s = 0.1 * scale;
-    return f;
-  };
-  auto e = Engine::start(o);
-  ASSERT_TRUE(e.ok()) << e.error().message;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto r = (*e)->generate({ids_request(prompt(30, 6), 24)});
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_GT(took, 4 * o.step_timeout_s);  // the whole request outlasts the timeout
-  EXPECT_TRUE(r[0].error.empty()) << r[0].error;
-  EXPECT_EQ(r[0].samples[0].token_ids.size(), 24u);
-  EXPECT_EQ((*e)->stats().timed_out_steps, 0u);
-  expect_blocks_back(**e);
+  // the whole request outlasts the timeout
+  EXPECT_GT(timeouts_taken(path, 0.5, 0.2, 6, 24), 4.0);
 }
 
 // A step's deadline counts from its start, not from when its plan was sent:
@@ -210,25 +218,8 @@ TEST(EngineFaults, StepsWithinTheTimeoutNeverTimeOut) {
 // at 1.2 x the timeout; lockstep passed.)
 TEST(EngineFaults, StepsLongerThanHalfTheTimeoutNeverTimeOut) {
   PAGODA_REQUIRE_REAL_MODEL(path);
-  EngineOptions o = fault_options(path);
-  const double scale = pagoda::test::deadline_scale();
-  o.step_timeout_s = 1.0 * scale;
-  o.fault_injector = [scale](uint64_t) {
-    StepFault f;
-    f.delay_s = 0.6 * scale;
-    return f;
-  };
-  auto e = Engine::start(o);
-  ASSERT_TRUE(e.ok()) << e.error().message;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto r = (*e)->generate({ids_request(prompt(30, 7), 6)});
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_GT(took, 3 * o.step_timeout_s);  // 6 steps of 0.6 x the timeout, back to back
-  EXPECT_TRUE(r[0].error.empty()) << r[0].error;
-  EXPECT_EQ(r[0].samples[0].token_ids.size(), 6u);
-  EXPECT_EQ((*e)->stats().timed_out_steps, 0u);
-  EXPECT_EQ((*e)->health().executor_restarts, 0u);
-  expect_blocks_back(**e);
+  // 6 steps of 0.6 x the timeout, back to back
+  EXPECT_GT(timeouts_taken(path, 1.0, 0.6, 7, 6), 3.0);
 }
 
 }  // namespace

@@ -29,9 +29,7 @@ using pagoda::test::greedy;
 using pagoda::test::test_deadline;
 using Clock = std::chrono::steady_clock;
 
-EngineOptions options(const std::string& path) {
-  return pagoda::test::cpu_engine_options(path, model::WeightPrecision::kQuantized, 256, 16, 128);
-}
+EngineOptions options(const std::string& path) { return pagoda::test::fault_options(path); }
 
 using pagoda::test::alone;
 using pagoda::test::EndSink;

@@ -18,6 +18,11 @@
 
 namespace pagoda::test {
 
+// The fault suites' engine: CPU, quantized, a small pool and batch.
+inline actors::EngineOptions fault_options(const std::string& path) {
+  return cpu_engine_options(path, model::WeightPrecision::kQuantized, 256, 16, 128);
+}
+
 inline actors::GenerateRequest ids_request(std::vector<int32_t> ids, int32_t max_tokens) {
   actors::GenerateRequest r;
   r.prompt_ids = std::move(ids);
