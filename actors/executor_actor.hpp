@@ -14,7 +14,7 @@
 #include <functional>
 #include <memory>
 
-#include "actors/engine.hpp"
+#include "actors/engine_types.hpp"
 #include "actors/executor.hpp"
 
 namespace pagoda::actors {

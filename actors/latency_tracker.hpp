@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "actors/engine.hpp"
+#include "actors/engine_types.hpp"
 #include "actors/scheduler_core.hpp"
 
 namespace pagoda::actors {

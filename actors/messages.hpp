@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/engine.hpp"
+#include "actors/engine_types.hpp"
 #include "actors/block_booking.hpp"
 #include "actors/scheduler_core.hpp"
 #include "actors/step_plan.hpp"

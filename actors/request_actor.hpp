@@ -19,7 +19,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/engine.hpp"
+#include "actors/engine_types.hpp"
 #include "model/chat_template.hpp"
 #include "model/model_text.hpp"
 #include "model/tokenizer.hpp"

@@ -20,7 +20,7 @@
 #include <mutex>
 #include <random>
 
-#include "actors/engine.hpp"
+#include "actors/engine_types.hpp"
 
 namespace pagoda::actors {
 

@@ -43,7 +43,7 @@
 #include <memory>
 #include <mutex>
 
-#include "actors/engine.hpp"
+#include "actors/engine_types.hpp"
 #include "actors/request_actor.hpp"
 #include "actors/scheduler_core.hpp"
 #include "actors/stats_box.hpp"

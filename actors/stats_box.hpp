@@ -6,7 +6,7 @@
 #include <chrono>
 #include <mutex>
 
-#include "actors/engine.hpp"
+#include "actors/engine_types.hpp"
 
 namespace pagoda::actors {
 

@@ -1,8 +1,8 @@
 // `pagoda serve MODEL`: the HTTP/WebSocket server on one port.
 // `pagoda serve [MODEL] --engines HOST:PORT,...`: the same front end over
-// remote engine nodes (actors/remote_engine.hpp; MODEL gives the tokenizer,
+// remote engine nodes (actors/scale_out/remote_engine.hpp; MODEL gives the tokenizer,
 // default: the first node's model path). `pagoda engine MODEL --listen
-// HOST:PORT`: an engine node (actors/engine_node.hpp), with the same server
+// HOST:PORT`: an engine node (actors/scale_out/engine_node.hpp), with the same server
 // on --port for its own /health and /metrics. docs/scaling.md.
 //
 // Start-up order: the listener starts first with ServerContext::ready false
@@ -27,8 +27,8 @@
 #include <iostream>
 
 #include "actors/engine.hpp"
-#include "actors/engine_node.hpp"
-#include "actors/remote_engine.hpp"
+#include "actors/scale_out/engine_node.hpp"
+#include "actors/scale_out/remote_engine.hpp"
 #include "gpu/cpu/host_memory.hpp"
 #include "gpu/device.hpp"
 #include "net/api_routes.hpp"

@@ -1,4 +1,4 @@
-#include "actors/remote_protocol.hpp"
+#include "actors/scale_out/remote_protocol.hpp"
 
 namespace pagoda::actors {
 

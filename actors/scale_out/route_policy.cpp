@@ -1,4 +1,4 @@
-#include "actors/route_policy.hpp"
+#include "actors/scale_out/route_policy.hpp"
 
 #include <algorithm>
 

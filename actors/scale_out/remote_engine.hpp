@@ -1,8 +1,8 @@
 // RemoteEngine: the EngineClient of a scale-out front end (`pagoda serve
 // --engines HOST:PORT,...`, docs/scaling.md). It loads only the model's text
 // side (tokenizer, chat template) and runs the request actors under a router
-// actor (actors/engine_router.hpp) that sends each request to one of the
-// engine nodes (actors/engine_node.hpp) over CAF's io middleman.
+// actor (actors/scale_out/engine_router.hpp) that sends each request to one of the
+// engine nodes (actors/scale_out/engine_node.hpp) over CAF's io middleman.
 //
 // start() connects to every node (each attempt bounded by connect_timeout_s)
 // and fails, naming each node's error, unless at least one is up; nodes that
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/engine.hpp"
-#include "actors/engine_router.hpp"
+#include "actors/engine_client.hpp"
+#include "actors/scale_out/engine_router.hpp"
 
 namespace pagoda::actors {
 

@@ -1,4 +1,4 @@
-#include "actors/remote_engine.hpp"
+#include "actors/scale_out/remote_engine.hpp"
 
 #include <caf/io/all.hpp>
 
@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "actors/messages.hpp"
-#include "actors/remote_protocol.hpp"
+#include "actors/scale_out/remote_protocol.hpp"
 #include "actors/request_intake.hpp"
 #include "actors/worker_policy.hpp"
 #include "model/model_text.hpp"

@@ -1,4 +1,4 @@
-#include "actors/engine_node.hpp"
+#include "actors/scale_out/engine_node.hpp"
 
 #include <caf/io/all.hpp>
 
@@ -11,8 +11,8 @@
 #include <unordered_map>
 
 #include "actors/messages.hpp"
-#include "actors/remote_protocol.hpp"
-#include "actors/route_policy.hpp"
+#include "actors/scale_out/remote_protocol.hpp"
+#include "actors/scale_out/route_policy.hpp"
 #include "actors/worker_policy.hpp"
 
 namespace pagoda::actors {

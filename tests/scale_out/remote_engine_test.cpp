@@ -12,9 +12,9 @@
 #include <future>
 #include <thread>
 
-#include "actors/engine_node.hpp"
-#include "actors/remote_engine.hpp"
-#include "actors/remote_protocol.hpp"
+#include "actors/scale_out/engine_node.hpp"
+#include "actors/scale_out/remote_engine.hpp"
+#include "actors/scale_out/remote_protocol.hpp"
 #include "server_engine_options.hpp"
 
 namespace pagoda::actors {

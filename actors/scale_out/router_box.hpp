@@ -1,5 +1,5 @@
 // RouterBox and the router's plain settings: what the router actor
-// (actors/engine_router.hpp) publishes for the RemoteEngine and the front
+// (actors/scale_out/engine_router.hpp) publishes for the RemoteEngine and the front
 // end's threads (node status, the KV map, the tokenizer context, the front
 // end's latency histograms), and how it
 // is configured. Thread-safe (one mutex); values otherwise.
@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "actors/remote_protocol.hpp"
+#include "actors/scale_out/remote_protocol.hpp"
 #include "actors/request_actor.hpp"
-#include "actors/route_policy.hpp"
+#include "actors/scale_out/route_policy.hpp"
 
 namespace pagoda::actors {
 

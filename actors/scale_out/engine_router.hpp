@@ -27,7 +27,7 @@
 #include <memory>
 #include <vector>
 
-#include "actors/router_box.hpp"
+#include "actors/scale_out/router_box.hpp"
 
 namespace pagoda::actors {
 

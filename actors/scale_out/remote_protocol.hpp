@@ -1,6 +1,6 @@
 // The engine-node protocol (scale-out, docs/scaling.md): what a front end's
-// router actor (actors/engine_router.hpp) and an engine node's entry actor
-// (actors/engine_node.hpp) send each other over CAF's io middleman (BASP
+// router actor (actors/scale_out/engine_router.hpp) and an engine node's entry actor
+// (actors/scale_out/engine_node.hpp) send each other over CAF's io middleman (BASP
 // over TCP). Every type here has an `inspect` overload and is registered
 // with add_message_type by add_remote_message_types() on both sides; the
 // wire carries token ids, never text (each side has the tokenizer).

@@ -1,4 +1,4 @@
-#include "actors/engine_router.hpp"
+#include "actors/scale_out/engine_router.hpp"
 
 #include <caf/io/all.hpp>
 

@@ -1,7 +1,7 @@
 // EngineNode: makes an in-process Engine an engine node of a scale-out
 // deployment (`pagoda engine MODEL --listen HOST:PORT`, docs/scaling.md). It
 // runs its own CAF actor system with the io middleman and publishes one entry
-// actor on HOST:PORT that speaks actors/remote_protocol.hpp:
+// actor on HOST:PORT that speaks actors/scale_out/remote_protocol.hpp:
 //   - hello: answers NodeHello, or refuses a front end of another protocol
 //     version with an error naming both;
 //   - submit: runs the request on the Engine (Engine::submit with prompt ids;

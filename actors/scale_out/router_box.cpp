@@ -1,4 +1,4 @@
-#include "actors/router_box.hpp"
+#include "actors/scale_out/router_box.hpp"
 
 namespace pagoda::actors {
 

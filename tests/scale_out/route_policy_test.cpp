@@ -1,6 +1,6 @@
-// The scale-out cores (actors/route_policy.hpp): block hashes of prompts,
+// The scale-out cores (actors/scale_out/route_policy.hpp): block hashes of prompts,
 // the routing score, the retry decision and the nodes' hash record.
-#include "actors/route_policy.hpp"
+#include "actors/scale_out/route_policy.hpp"
 
 #include <gtest/gtest.h>
 
