@@ -70,6 +70,37 @@ void report(const char* what, std::vector<double> v) {
               v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 99 / 100)], v.back());
 }
 
+// The same work called directly (no actor, no reader): one booking, the
+// owner's capture, a reader's assemble, and the full build they replace.
+void direct_costs(int32_t blocks, int32_t seqs, int32_t per_seq, int32_t block_size) {
+  BlockManagerConfig bc;
+  bc.num_blocks = blocks;
+  bc.block_size = block_size;
+  BlockBooker booker(std::move(BlockManager::create(bc)).value());
+  booker.book(admissions(seqs, per_seq * block_size - 1));
+  std::vector<double> book, capture, assemble_ms, full;
+  for (int i = 0; i < 200; ++i) {
+    const BookingRequest r = decode_step(uint64_t(i + 2), seqs);
+    auto t0 = Clock::now();
+    booker.book(r);
+    book.push_back(ms_since(t0));
+    if (i % 10 != 0) continue;
+    t0 = Clock::now();
+    KvCapture c = booker.capture();
+    capture.push_back(ms_since(t0));
+    t0 = Clock::now();
+    KvSnapshot s = assemble(std::move(c));
+    assemble_ms.push_back(ms_since(t0));
+    t0 = Clock::now();
+    s = booker.snapshot();
+    full.push_back(ms_since(t0));
+  }
+  report("direct book()", book);
+  report("direct capture() (owner)", capture);
+  report("direct assemble() (reader)", assemble_ms);
+  report("direct snapshot() (the old in-handler build)", full);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -118,6 +149,7 @@ int main(int argc, char** argv) {
               step_us);
   report("booking round trip", rtt);
   report("reader read_snapshot", reads);
+  direct_costs(blocks, seqs, per_seq, block_size);
   anon_send_exit(actor, caf::exit_reason::user_shutdown);
   return 0;
 }
