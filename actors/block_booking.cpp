@@ -310,13 +310,25 @@ BlockStats BlockBooker::stats() const {
   return s;
 }
 
-KvSnapshot BlockBooker::snapshot() const {
-  KvSnapshot out;
-  out.pool = blocks_.snapshot();
+KvCapture BlockBooker::capture() const {
+  KvCapture out;
+  out.pool = blocks_.capture();
+  out.owners.reserve(out.pool.seqs.size());
   for (const SeqSnapshot& s : out.pool.seqs) {
     auto it = owners_.find(s.seq);
     out.owners.push_back(it == owners_.end() ? SeqOwner{s.seq, 0, 0} : it->second);
   }
+  return out;
+}
+
+KvSnapshot BlockBooker::snapshot() const { return assemble(capture()); }
+
+KvSnapshot assemble(KvCapture c) {
+  auto by_seq = [](const SeqOwner& x, const SeqOwner& y) { return x.seq < y.seq; };
+  std::sort(c.owners.begin(), c.owners.end(), by_seq);
+  KvSnapshot out;
+  out.pool = assemble(std::move(c.pool));
+  out.owners = std::move(c.owners);  // pool.seqs ascending: the same order
   return out;
 }
 

@@ -140,6 +140,14 @@ struct BookingReply {
   BlockStats stats;
 };
 
+// The KV map as the booker's owner copies it (BlockBooker::capture(), no
+// O(pool) build); assemble() makes the KvSnapshot on any thread.
+struct KvCapture {
+  PoolCapture pool;
+  std::vector<SeqOwner> owners;  // one per sequence in pool.seqs, any order
+};
+KvSnapshot assemble(KvCapture capture);
+
 class BlockBooker {
  public:
   explicit BlockBooker(BlockManager blocks) : blocks_(std::move(blocks)) {}
@@ -147,7 +155,8 @@ class BlockBooker {
   BookingReply book(const BookingRequest& request);
   BlockStats stats() const;
   // The pool and each sequence's owner: O(blocks). For the KV map.
-  KvSnapshot snapshot() const;
+  KvSnapshot snapshot() const;  // assemble(capture())
+  KvCapture capture() const;    // flat copies: see PoolCapture
   const BlockManager& manager() const { return blocks_; }
   size_t num_logged_steps() const { return step_log_.size(); }
   size_t num_open_steps() const { return open_steps_.size(); }

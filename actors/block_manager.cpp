@@ -370,32 +370,6 @@ PrefixCacheStats BlockManager::prefix_cache_stats() const {
   return s;
 }
 
-PoolSnapshot BlockManager::snapshot() const {
-  PoolSnapshot p;
-  p.block_size = block_size();
-  p.total_blocks = total_blocks();
-  p.free_blocks = num_free_blocks();
-  p.cached_blocks = num_cached_blocks();
-  p.used_blocks = num_used_blocks();
-  p.watermark_blocks = watermark_blocks_;
-  p.stats = prefix_cache_stats();
-  p.blocks.resize(size_t(total_blocks()));
-  for (BlockId b = 0; b < total_blocks(); ++b) {
-    p.blocks[size_t(b)].state = pool_.state(b);
-    p.blocks[size_t(b)].ref_count = pool_.ref_count(b);
-  }
-  std::map<SeqId, const SeqState*> ordered;
-  for (const auto& [id, s] : seqs_) ordered.emplace(id, &s);
-  for (const auto& [id, s] : ordered) {
-    p.seqs.push_back(SeqSnapshot{id, s->num_tokens, s->table});
-    for (BlockId b : s->table) {
-      auto& holders = p.blocks[size_t(b)].seqs;
-      if (holders.empty() || holders.back() != id) holders.push_back(id);
-    }
-  }
-  return p;
-}
-
 // ---- invariants -------------------------------------------------------------
 
 Result<void> BlockManager::check_tables() const {

@@ -120,6 +120,17 @@ struct PoolSnapshot {
   std::vector<SeqSnapshot> seqs;      // ascending seq id
   bool operator==(const PoolSnapshot&) const = default;
 };
+// What the pool's owner copies for a snapshot: flat copies, no per-block
+// allocation, no sorting (BlockManager::capture()). assemble() builds the
+// PoolSnapshot from it on any thread (a reader's), so the owner (the
+// block-manager actor) never pays the snapshot's O(pool) build.
+struct PoolCapture {
+  PoolSnapshot header;              // counters only: blocks and seqs empty
+  std::vector<BlockState> states;   // [total_blocks]
+  std::vector<int32_t> ref_counts;  // [total_blocks]
+  std::vector<SeqSnapshot> seqs;    // any order
+};
+PoolSnapshot assemble(PoolCapture capture);
 
 class BlockManager {
  public:
@@ -184,7 +195,8 @@ class BlockManager {
   PrefixCacheStats prefix_cache_stats() const;
   const BlockManagerConfig& config() const { return config_; }
 
-  PoolSnapshot snapshot() const;
+  PoolSnapshot snapshot() const;  // assemble(capture())
+  PoolCapture capture() const;    // O(blocks) flat copies + O(seqs' tables)
   // The pool's invariants plus: every block's ref count equals the number of
   // table references to it; each table has exactly ceil(num_tokens /
   // block_size) blocks (contiguous: the reservation), so at most one is

@@ -12,6 +12,7 @@ struct BlockManagerState {
   std::shared_ptr<BlockBooker> booker;  // shared: behaviour lambdas must be copyable
   std::shared_ptr<StatsBox> stats;
   BlockManagerActorConfig config;
+  bool snapshot_queued = false;  // a (snapshot_atom) to self is in the mailbox
 };
 
 using Self = caf::stateful_actor<BlockManagerState>*;
@@ -19,7 +20,16 @@ using Self = caf::stateful_actor<BlockManagerState>*;
 void publish_if_due(Self self) {
   auto& st = self->state;
   const auto now = std::chrono::steady_clock::now();
-  if (st.stats->snapshot_due(now)) st.stats->publish_snapshot(st.booker->snapshot(), now);
+  if (st.stats->snapshot_due(now)) st.stats->publish_capture(st.booker->capture(), now);
+}
+
+// After a booking: the capture, when due, waits for a message of its own
+// (the reply goes out first; the booking handler stays O(what it books)).
+void queue_snapshot_if_due(Self self) {
+  auto& st = self->state;
+  if (st.snapshot_queued || !st.stats->snapshot_due(std::chrono::steady_clock::now())) return;
+  st.snapshot_queued = true;
+  self->send(self, snapshot_atom::value);
 }
 
 caf::behavior block_manager_fn(Self self, std::shared_ptr<BlockBooker> booker,
@@ -36,10 +46,13 @@ caf::behavior block_manager_fn(Self self, std::shared_ptr<BlockBooker> booker,
           throw std::runtime_error("block manager: injected crash in booking " + std::to_string(nth));
         }
         BookingReply reply = st.booker->book(r);
-        publish_if_due(self);
+        queue_snapshot_if_due(self);
         return reply;
       },
-      [self](snapshot_atom) { publish_if_due(self); },
+      [self](snapshot_atom) {
+        self->state.snapshot_queued = false;
+        publish_if_due(self);
+      },
       [self](reset_atom) {
         auto& st = self->state;
         if (st.config.fresh_booker) st.booker = st.config.fresh_booker();

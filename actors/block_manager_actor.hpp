@@ -2,8 +2,10 @@
 // BlockManager and BlockPool) of the engine's KV cache. It answers one
 // (book_atom, BookingRequest) per step with a BookingReply (the scheduler
 // decides, this actor books; see actors/block_booking.hpp), and publishes
-// KV snapshots into the StatsBox at a bounded rate while someone reads them
-// (after a booking, or on (snapshot_atom) when the engine is idle).
+// KV captures into the StatsBox at a bounded rate while someone reads them
+// (on (snapshot_atom): sent to itself after a booking when one is due, so
+// the booking's reply never waits for it, or by the scheduler when the
+// engine is idle); the reader assembles the snapshot (see StatsBox).
 // (reset_atom) replaces the booker with a fresh one (every block free, the
 // prefix cache empty): the scheduler sends it when the executor was replaced,
 // so no cached block names KV contents that are gone.
