@@ -8,8 +8,11 @@ namespace pagoda::model {
 using gpu::WeightFormat;
 
 bool cpu_runs_format(WeightFormat f) {
+  const bool rows_kernel = f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0 ||
+                           f == WeightFormat::Q4_1;
+  const bool packed_kernel = gpu::cpu::packed_tile_bytes(f) > 0 && gpu::cpu::packed_layout_enabled();
   return f == WeightFormat::F32 || f == WeightFormat::F16 || f == WeightFormat::BF16 ||
-         gpu::cpu::packed_tile_bytes(f) > 0;
+         rows_kernel || packed_kernel;
 }
 
 bool cpu_requantizes(gpu::BackendKind backend, bool quantized, WeightFormat f) {

@@ -68,6 +68,30 @@ struct TestWeight {
 constexpr WeightLayout kLayouts[] = {WeightLayout::kRows, WeightLayout::kPacked16};
 const char* layout_name(WeightLayout l) { return l == WeightLayout::kRows ? "rows" : "packed16"; }
 
+bool has_offset(WeightFormat f) { return f == WeightFormat::Q4_1 || f == WeightFormat::Q5_1; }
+// Formats with kernels in the packed layout only (Q5_0, Q5_1, IQ4_NL).
+bool packed_only(WeightFormat f) {
+  return f != WeightFormat::Q8_0 && f != WeightFormat::Q4_0 && f != WeightFormat::Q4_1;
+}
+
+// Q5_0 / Q5_1 / IQ4_NL block b: w and d·q through the library's dequantizer
+// (gpu/quant_format.cpp; with m zeroed, d·q is exact in fp32), m decoded here.
+void decode_by_dequantizer(TestWeight& t, const uint8_t* p) {
+  std::vector<uint8_t> blk(p, p + block_bytes(t.format));
+  double mm = 0;
+  if (has_offset(t.format)) {
+    mm = half_value(uint16_t(blk[2] | blk[3] << 8));
+    blk[2] = blk[3] = 0;
+  }
+  float dq[32];
+  dequantize_row(t.format, blk.data(), dq, 32);
+  t.m.push_back(mm);
+  for (int j = 0; j < 32; ++j) {
+    t.scaled.push_back(dq[j]);
+    t.w.push_back(double(dq[j]) + mm);
+  }
+}
+
 TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) {
   TestWeight t{f, n, k, {}, {}, {}, {}, {}};
   const int64_t nb = n * k / 32, bsz = block_bytes(f);
@@ -78,10 +102,14 @@ TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) 
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* p = t.raw.data() + b * bsz;
     // ggml's Q8_0/Q4_0 scales may be negative; Q4_1's d is >= 0.
-    const float d = scale(rng) * (f != WeightFormat::Q4_1 && byte(rng) < 128 ? -1.0f : 1.0f);
+    const float d = scale(rng) * (!has_offset(f) && byte(rng) < 128 ? -1.0f : 1.0f);
     const uint16_t dh = fp32_to_fp16(d), mh = fp32_to_fp16(offset(rng));
     p[0] = dh & 0xFF, p[1] = dh >> 8;
-    if (f == WeightFormat::Q4_1) p[2] = mh & 0xFF, p[3] = mh >> 8;
+    if (has_offset(f)) p[2] = mh & 0xFF, p[3] = mh >> 8;
+    if (packed_only(f)) {
+      decode_by_dequantizer(t, p);
+      continue;
+    }
     const double dd = half_value(dh), mm = f == WeightFormat::Q4_1 ? half_value(mh) : 0.0;
     t.m.push_back(mm);
     for (int j = 0; j < 32; ++j) {
@@ -187,8 +215,10 @@ struct Shape {
   int64_t M, N, K;
 };
 const Shape kShapes[] = {{1, 1, 32},     {3, 7, 64},       {17, 33, 96},  {64, 67, 576},
-                         {1, 1536, 576}, {17, 192, 1536}, {64, 576, 1536}, {3, 1536, 576}};
-const WeightFormat kFormats[] = {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1};
+                         {1, 1536, 576}, {17, 192, 1536}, {64, 576, 1536}, {3, 1536, 576},
+                         {8, 40, 256},   {16, 33, 576},   {96, 50, 192}};
+const WeightFormat kFormats[] = {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1,
+                                 WeightFormat::Q5_0, WeightFormat::Q5_1, WeightFormat::IQ4_NL};
 
 std::vector<QuantIsa> isas() {
   std::vector<QuantIsa> v;
@@ -204,6 +234,7 @@ TEST(QuantMatmul, MatchesReferencesWithinQuantizationBound) {
   ThreadPool pool(2);
   for (WeightLayout layout : kLayouts) {
     for (WeightFormat f : kFormats) {
+      if (layout == WeightLayout::kRows && packed_only(f)) continue;
       for (QuantIsa isa : isas()) {
         Check c;
         std::mt19937 rng(42);
@@ -250,6 +281,7 @@ TEST_P(QuantVariant, EqualsScalarBitForBit) {
       for (size_t i = 0; i < x.size(); ++i) x[i] *= scales[i / 32 % 7];
       if (s.M * s.K > 96) x[size_t(s.K + 7) % x.size()] = NAN;
       for (WeightLayout layout : kLayouts) {
+        if (layout == WeightLayout::kRows && packed_only(f)) continue;
         const auto ys = run_quant(t, x, s.M, QuantIsa::Scalar, pool, layout);
         const auto yv = run_quant(t, x, s.M, isa, pool, layout);
         for (size_t i = 0; i < ys.size(); ++i) {
@@ -325,6 +357,7 @@ TEST(QuantMatmul, ExtremeBlockScales) {
     for (size_t i = 0; i < x.size(); ++i) x[i] *= scales[i / 32 % 6];
     for (QuantIsa isa : isas()) {
       for (WeightLayout layout : kLayouts) {
+        if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
         Check c;
         check_against_references(t, x, 2, run_quant(t, x, 2, isa, pool, layout), c,
                                  format_name(f).data());
@@ -342,6 +375,7 @@ TEST(QuantMatmul, ThreadCountDoesNotChangeResults) {
   const std::vector<float> x = make_x(70, 576, rng);
   for (QuantIsa isa : isas()) {
     for (WeightLayout layout : kLayouts) {
+      if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
       EXPECT_EQ(run_quant(t, x, 70, isa, one, layout), run_quant(t, x, 70, isa, three, layout));
     }
   }
@@ -358,6 +392,7 @@ TEST(QuantMatmul, RowResultsIndependentOfBatchSizeBitwise) {
     const std::vector<float> x = make_x(9, 576, rng);
     for (QuantIsa isa : isas()) {
       for (WeightLayout layout : kLayouts) {
+        if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
         const std::vector<float> all = run_quant(t, x, 9, isa, pool, layout);
         for (int64_t m = 0; m < 9; ++m) {
           const std::vector<float> row(x.begin() + m * 576, x.begin() + (m + 1) * 576);
@@ -383,6 +418,7 @@ TEST(QuantMatmul, NonFiniteActivationsPoisonOnlyTheirRow) {
     x[128 + 3] = INFINITY;  // row 2, block 0
     for (QuantIsa isa : isas()) {
       for (WeightLayout layout : kLayouts) {
+        if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
         const auto y = run_quant(t, x, 3, isa, pool, layout);
         for (int n = 0; n < 40; ++n) {
           EXPECT_TRUE(std::isfinite(y[n])) << n;
@@ -400,6 +436,12 @@ TEST(QuantMatmul, RejectsUnsupportedFormats) {
   EXPECT_FALSE(quant_matmul({WeightFormat::F32, 2, 32, w}, x, y, 1, scratch).ok());
   EXPECT_FALSE(matmul({WeightFormat::F16, 2, 32, w}, x, y, 1, scratch).ok());
   EXPECT_FALSE(matmul({WeightFormat::BF16, 2, 32, w}, x, y, 1, scratch).ok());
+  // The packed-only formats in the file's row layout: an error, not a wrong answer.
+  for (WeightFormat f : {WeightFormat::Q5_0, WeightFormat::Q5_1, WeightFormat::IQ4_NL}) {
+    EXPECT_FALSE(quant_matmul({f, 2, 32, w}, x, y, 1, scratch).ok()) << format_name(f);
+    EXPECT_FALSE(matmul({f, 2, 32, w}, x, y, 1, scratch).ok()) << format_name(f);
+  }
+  EXPECT_FALSE(matmul({WeightFormat::Q4_K, 2, 256, w}, x, y, 1, scratch).ok());
 }
 
 // Only block formats in the row layout can be packed; padding rows are zero.

@@ -93,7 +93,8 @@ class MatmulScratch {
   std::vector<detail::ActBlock> blocks_;
 };
 
-// Quantized path. Requires w.format in {Q8_0, Q4_0, Q4_1}, w.k % 32 == 0,
+// Quantized path. Requires w.format in {Q8_0, Q4_0, Q4_1} (either layout)
+// or {Q5_0, Q5_1, IQ4_NL} (kPacked16 only: quant_packed.hpp), w.k % 32 == 0,
 // x [M, w.k] and y [M, w.n] row-major, y not aliasing x; M >= 0. An Error
 // (nothing written) for another format or an unsupported isa.
 Result<void> quant_matmul(const LinearWeight& w, const float* x /*[M,K]*/,
@@ -116,7 +117,7 @@ Result<void> quant_matmul_quantized(const LinearWeight& w, const detail::ActBloc
                                     ThreadPool& pool = ThreadPool::global());
 
 // The entry point for every linear layer: F32 -> gemm_f32 (exact); Q8_0,
-// Q4_0, Q4_1 -> quant_matmul with the best isa; F16/BF16 packed by
+// Q4_0, Q4_1 (and Q5_0, Q5_1, IQ4_NL packed) -> quant_matmul with the best isa; F16/BF16 packed by
 // pack_half_weight -> half_matmul (gpu/cpu/half_matmul.hpp). F16/BF16 in the
 // row layout are an Error here (the loader converts them to F32).
 Result<void> matmul(const LinearWeight& w, const float* x /*[M,K]*/, float* y /*[M,N]*/,
