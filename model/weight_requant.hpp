@@ -25,6 +25,11 @@ namespace pagoda::model {
 // with packed kernels only (Q5_0/Q5_1/IQ4_NL).
 bool cpu_runs_format(gpu::WeightFormat f);
 
+// The formats of cpu_runs_format whose kernels also read the file's row
+// layout (F32, F16, BF16, Q8_0, Q4_0, Q4_1): a mixed-format stack of rows
+// (llama_weights.cpp's stack_rows) keeps its old rule by this one.
+bool cpu_runs_format_in_rows(gpu::WeightFormat f);
+
 // Whether a weight of format f is converted to Q8_0 at load: the CPU backend
 // in quantized precision, for a block format the CPU kernels lack.
 bool cpu_requantizes(gpu::BackendKind backend, bool quantized, gpu::WeightFormat f);
