@@ -33,7 +33,7 @@ std::vector<uint8_t> random_quant_weight(WeightFormat f, int64_t n, int64_t k, u
   for (int64_t b = 0; b < nb; ++b) {
     const uint16_t d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(-scale(rng) * 8);
     std::memcpy(&raw[size_t(b * bsz)], &d, 2);
-    if (f == WeightFormat::Q4_1) std::memcpy(&raw[size_t(b * bsz + 2)], &m, 2);
+    if (f == WeightFormat::Q4_1 || f == WeightFormat::Q5_1) std::memcpy(&raw[size_t(b * bsz + 2)], &m, 2);
   }
   return raw;
 }

@@ -4,12 +4,13 @@
 // Two paths:
 //  - exact: W in F32 (dequantized/converted once at load with
 //    gpu::dequantize) -> gemm_f32 (OpenBLAS sgemm).
-//  - quantized: W in Q8_0 / Q4_0 / Q4_1 used in place. Each 32-element block
+//  - quantized: W in Q8_0 / Q4_0 / Q4_1 (or, packed, Q5_0 / Q5_1 / IQ4_NL:
+//    gpu/cpu/quant_packed.hpp) used in place. Each 32-element block
 //    of an x row is quantized to int8 with an fp32 scale d = amax/127 (and,
 //    for Q4_1, the fp32 block sum s = d·Σq); per block the integer dot
 //    product of the quants is exact and is scaled and accumulated in fp32:
-//      Q8_0, Q4_0: y = Σ_b (d_w·d_x)·Σ_j q_wj·q_xj
-//      Q4_1:       y = Σ_b (d_w·d_x)·Σ_j q_wj·q_xj + Σ_b m_w·s_x
+//      Q8_0, Q4_0, Q5_0, IQ4_NL: y = Σ_b (d_w·d_x)·Σ_j q_wj·q_xj
+//      Q4_1, Q5_1:               y = Σ_b (d_w·d_x)·Σ_j q_wj·q_xj + Σ_b m_w·s_x
 //    Error vs. x·dequant(W)ᵀ in exact arithmetic: |x_j − d_x·q_xj| ≤
 //    amax_b/254 (+ fp32 rounding), so |err| ≤ Σ_b (amax_b/254)·Σ_{j∈b}|w_j|
 //    plus fp32 accumulation error (see tests/quant_matmul_test.cpp). (Blocks
@@ -45,7 +46,7 @@ namespace detail {
 // One quantized 32-element block of an activation row.
 struct ActBlock {
   float d;         // scale: amax/127 (0 for an all-zero block)
-  float s;         // d · Σ qs, rounded to fp32 (used by Q4_1)
+  float s;         // d · Σ qs, rounded to fp32 (used by Q4_1, Q5_1)
   int32_t sum;     // Σ qs (the packed kernels' integer offsets; 0 for a non-finite block)
   int8_t qs[32];   // round(x/d), in [-127, 127]
 };
