@@ -92,7 +92,33 @@ void decode_by_dequantizer(TestWeight& t, const uint8_t* p) {
   }
 }
 
+// IQ4_XS (256-element super-blocks, random 6-bit sub-block scales and grid
+// indices, a finite fp16 d of either sign), decoded by the dequantizer.
+TestWeight make_iq4_xs(int64_t n, int64_t k, std::mt19937& rng) {
+  TestWeight t{WeightFormat::IQ4_XS, n, k, {}, {}, {}, {}, {}};
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.00005f, 0.001f);
+  t.raw.resize(size_t(n * k / 256 * 136));
+  for (auto& b : t.raw) b = uint8_t(byte(rng));
+  for (size_t b = 0; b < t.raw.size(); b += 136) {
+    const uint16_t dh = fp32_to_fp16(scale(rng) * (byte(rng) < 128 ? -1.0f : 1.0f));
+    t.raw[b] = dh & 0xFF, t.raw[b + 1] = dh >> 8;
+  }
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n; ++r) {
+    dequantize_row(t.format, t.raw.data() + r * (k / 256 * 136), row.data(), k);
+    for (float v : row) t.scaled.push_back(v), t.w.push_back(v);
+    t.m.insert(t.m.end(), size_t(k / 32), 0.0);
+  }
+  EXPECT_TRUE(pack_weight(t.view(), t.packed).ok());
+  return t;
+}
+
+// Whether a test shape's K suits the format (IQ4_XS: a multiple of 256).
+bool fits(WeightFormat f, int64_t k) { return k % block_elems(f) == 0; }
+
 TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) {
+  if (f == WeightFormat::IQ4_XS) return make_iq4_xs(n, k, rng);
   TestWeight t{f, n, k, {}, {}, {}, {}, {}};
   const int64_t nb = n * k / 32, bsz = block_bytes(f);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -216,9 +242,11 @@ struct Shape {
 };
 const Shape kShapes[] = {{1, 1, 32},     {3, 7, 64},       {17, 33, 96},  {64, 67, 576},
                          {1, 1536, 576}, {17, 192, 1536}, {64, 576, 1536}, {3, 1536, 576},
-                         {8, 40, 256},   {16, 33, 576},   {96, 50, 192}};
-const WeightFormat kFormats[] = {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1,
-                                 WeightFormat::Q5_0, WeightFormat::Q5_1, WeightFormat::IQ4_NL};
+                         {8, 40, 256},   {16, 33, 576},   {96, 50, 192},  {1, 70, 512},
+                         {4, 17, 768},   {64, 40, 256}};
+const WeightFormat kFormats[] = {WeightFormat::Q8_0, WeightFormat::Q4_0,   WeightFormat::Q4_1,
+                                 WeightFormat::Q5_0, WeightFormat::Q5_1,   WeightFormat::IQ4_NL,
+                                 WeightFormat::IQ4_XS};
 
 std::vector<QuantIsa> isas() {
   std::vector<QuantIsa> v;
@@ -239,6 +267,7 @@ TEST(QuantMatmul, MatchesReferencesWithinQuantizationBound) {
         Check c;
         std::mt19937 rng(42);
         for (const Shape& s : kShapes) {
+          if (!fits(f, s.K)) continue;
           const TestWeight t = make_weight(f, s.N, s.K, rng);
           const std::vector<float> x = make_x(s.M, s.K, rng);
           char what[112];
@@ -271,10 +300,12 @@ TEST_P(QuantVariant, EqualsScalarBitForBit) {
   const Shape shapes[] = {{1, 1, 32},    {2, 3, 64},     {3, 5, 96},     {4, 6, 128},
                           {5, 7, 160},   {7, 9, 192},    {9, 13, 576},   {1, 1536, 576},
                           {6, 192, 1536}, {1, 4099, 64}, {33, 67, 576},  {64, 576, 1536},
-                          {8, 40, 64},   {16, 129, 256}, {70, 37, 96},  {135, 300, 64}};
+                          {8, 40, 64},   {16, 129, 256}, {70, 37, 96},  {135, 300, 64},
+                          {1, 1, 256},   {3, 17, 512},   {9, 70, 768},  {67, 33, 256}};
   int64_t compared = 0;
   for (WeightFormat f : kFormats) {
     for (const Shape& s : shapes) {
+      if (!fits(f, s.K)) continue;
       const TestWeight t = make_weight(f, s.N, s.K, rng);
       std::vector<float> x = make_x(s.M, s.K, rng);
       const float scales[] = {1.0f, 1e-20f, 3e4f, 1e-40f, 0.5f, 1e20f, 1.0f};
@@ -352,8 +383,9 @@ TEST(QuantMatmul, ExtremeBlockScales) {
   std::mt19937 rng(31);
   const float scales[] = {1e-20f, 1e-36f, 1e-44f, 1e20f, 1.0f, 0x1p-126f};
   for (WeightFormat f : kFormats) {
-    const TestWeight t = make_weight(f, 9, 192, rng);
-    std::vector<float> x = make_x(2, 192, rng);
+    const int64_t K = fits(f, 192) ? 192 : 256;
+    const TestWeight t = make_weight(f, 9, K, rng);
+    std::vector<float> x = make_x(2, K, rng);
     for (size_t i = 0; i < x.size(); ++i) x[i] *= scales[i / 32 % 6];
     for (QuantIsa isa : isas()) {
       for (WeightLayout layout : kLayouts) {
@@ -388,14 +420,15 @@ TEST(QuantMatmul, RowResultsIndependentOfBatchSizeBitwise) {
   ThreadPool pool(2);
   std::mt19937 rng(21);
   for (WeightFormat f : kFormats) {
-    const TestWeight t = make_weight(f, 97, 576, rng);
-    const std::vector<float> x = make_x(9, 576, rng);
+    const int64_t K = fits(f, 576) ? 576 : 512;
+    const TestWeight t = make_weight(f, 97, K, rng);
+    const std::vector<float> x = make_x(9, K, rng);
     for (QuantIsa isa : isas()) {
       for (WeightLayout layout : kLayouts) {
         if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
         const std::vector<float> all = run_quant(t, x, 9, isa, pool, layout);
         for (int64_t m = 0; m < 9; ++m) {
-          const std::vector<float> row(x.begin() + m * 576, x.begin() + (m + 1) * 576);
+          const std::vector<float> row(x.begin() + m * K, x.begin() + (m + 1) * K);
           const std::vector<float> alone = run_quant(t, row, 1, isa, pool, layout);
           for (int64_t n = 0; n < t.n; ++n) {
             ASSERT_EQ(alone[size_t(n)], all[size_t(m * t.n + n)])
@@ -412,10 +445,11 @@ TEST(QuantMatmul, NonFiniteActivationsPoisonOnlyTheirRow) {
   ThreadPool pool(2);
   std::mt19937 rng(13);
   for (WeightFormat f : kFormats) {
-    const TestWeight t = make_weight(f, 40, 64, rng);
-    std::vector<float> x = make_x(3, 64, rng);
-    x[64 + 40] = NAN;       // row 1, block 1
-    x[128 + 3] = INFINITY;  // row 2, block 0
+    const int64_t K = fits(f, 64) ? 64 : 256;
+    const TestWeight t = make_weight(f, 40, K, rng);
+    std::vector<float> x = make_x(3, K, rng);
+    x[K + 40] = NAN;         // row 1, block 1
+    x[2 * K + 3] = INFINITY;  // row 2, block 0
     for (QuantIsa isa : isas()) {
       for (WeightLayout layout : kLayouts) {
         if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
@@ -437,7 +471,8 @@ TEST(QuantMatmul, RejectsUnsupportedFormats) {
   EXPECT_FALSE(matmul({WeightFormat::F16, 2, 32, w}, x, y, 1, scratch).ok());
   EXPECT_FALSE(matmul({WeightFormat::BF16, 2, 32, w}, x, y, 1, scratch).ok());
   // The packed-only formats in the file's row layout: an error, not a wrong answer.
-  for (WeightFormat f : {WeightFormat::Q5_0, WeightFormat::Q5_1, WeightFormat::IQ4_NL}) {
+  for (WeightFormat f : {WeightFormat::Q5_0, WeightFormat::Q5_1, WeightFormat::IQ4_NL,
+                         WeightFormat::IQ4_XS}) {
     EXPECT_FALSE(quant_matmul({f, 2, 32, w}, x, y, 1, scratch).ok()) << format_name(f);
     EXPECT_FALSE(matmul({f, 2, 32, w}, x, y, 1, scratch).ok()) << format_name(f);
   }

@@ -252,15 +252,16 @@ Result<void> matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
     case WeightFormat::Q8_0:
     case WeightFormat::Q4_0:
     case WeightFormat::Q4_1:
-    case WeightFormat::Q5_0:  // Q5_x and IQ4_NL: packed layout only (check_quant)
+    case WeightFormat::Q5_0:  // Q5_x and IQ4_*: packed layout only (check_quant)
     case WeightFormat::Q5_1:
     case WeightFormat::IQ4_NL:
+    case WeightFormat::IQ4_XS:
       return quant_matmul(w, x, y, M, scratch, best_quant_isa(), pool);
     case WeightFormat::F16:
     case WeightFormat::BF16:
       if (w.layout == WeightLayout::kPacked16) return half_matmul(w, x, y, M, best_quant_isa(), pool);
       break;
-    default:  // K-quants, IQ4_XS: no CPU kernel yet (the loader converts them)
+    default:  // K-quants: no CPU kernel yet (the loader converts them)
       return make_error("matmul: no CPU kernel for " + std::string(format_name(w.format)) +
                         " weights (the loader converts them to Q8_0 or F32)");
   }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gpu/quant_format.hpp"
+#include "gpu/quant_kquants.hpp"
 
 namespace pagoda::gpu::cpu {
 
@@ -37,6 +38,15 @@ uint32_t high_bits(WeightFormat f, const uint8_t* src) {
 }
 
 bool is_q5(WeightFormat f) { return f == WeightFormat::Q5_0 || f == WeightFormat::Q5_1; }
+
+// IQ4_XS: sub-block s (0..7) of a super-block at src into row r's tile.
+void pack_iq4_xs(const uint8_t* src, int s, int r, uint8_t* tile) {
+  const auto* b = reinterpret_cast<const BlockIQ4_XS*>(src);
+  const int ls = ((b->scales_l[s / 2] >> 4 * (s % 2)) & 15) | ((b->scales_h >> 2 * s) & 3) << 4;
+  const float d = fp16_to_fp32(b->d) * float(ls - 32);  // exact: 11 × 6 significant bits
+  std::memcpy(tile + 4 * r, &d, 4);
+  for (int c = 0; c < 4; ++c) std::memcpy(tile + 64 + 64 * c + 4 * r, b->qs + 16 * s + 4 * c, 4);
+}
 
 // Copies one source block (row r of a group) into the group's tile.
 void pack_block(WeightFormat f, const uint8_t* src, int r, uint8_t* tile) {
@@ -72,7 +82,8 @@ int packed_quant(WeightFormat f, const uint8_t* tile, int r, int j) {
   const int nib = j < 16 ? byte & 0xF : byte >> 4;
   switch (f) {
     case WeightFormat::Q4_0: return nib - 8;
-    case WeightFormat::IQ4_NL: return kIq4Grid[nib];
+    case WeightFormat::IQ4_NL:
+    case WeightFormat::IQ4_XS: return kIq4Grid[nib];
     case WeightFormat::Q5_0:
     case WeightFormat::Q5_1: {
       const uint8_t plane = tile[packed_hibit_offset(f) + 4 * r + j % 4];
@@ -96,6 +107,16 @@ uint16_t load_half(const uint8_t* p) {
   return h;
 }
 
+// Row r's scale d_w in a tile.
+float row_scale(WeightFormat f, const uint8_t* tile, int r) {
+  if (packed_f32_scales(f)) {
+    float d;
+    std::memcpy(&d, tile + 4 * r, 4);
+    return d;
+  }
+  return fp16_to_fp32(load_half(tile + 2 * r));
+}
+
 }  // namespace
 
 bool packed_layout_enabled() {
@@ -112,7 +133,7 @@ Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& ou
     return make_error("pack_weight: " + std::string(format_name(w.format)) +
                       " weights in this layout cannot be packed");
   }
-  if (w.k % kQuantBlock != 0 || w.n <= 0 || w.data == nullptr) {
+  if (w.k % block_elems(w.format) != 0 || w.n <= 0 || w.data == nullptr) {
     return make_error("pack_weight: bad weight shape");
   }
   const int64_t nb = w.k / kQuantBlock;
@@ -122,8 +143,12 @@ Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& ou
   for (int64_t n = 0; n < w.n; ++n) {
     const int64_t g = n / kPackRows;
     for (int64_t b = 0; b < nb; ++b) {
-      pack_block(w.format, src + n * w.row_bytes() + b * bb, int(n % kPackRows),
-                 out.data() + (g * nb + b) * T);
+      uint8_t* tile = out.data() + (g * nb + b) * T;
+      if (w.format == WeightFormat::IQ4_XS) {
+        pack_iq4_xs(src + n * w.row_bytes() + b / 8 * bb, int(b % 8), int(n % kPackRows), tile);
+      } else {
+        pack_block(w.format, src + n * w.row_bytes() + b * bb, int(n % kPackRows), tile);
+      }
     }
   }
   return LinearWeight{w.format, w.n, w.k, out.data(), WeightLayout::kPacked16};
@@ -143,7 +168,7 @@ void packed_tile_scalar(const LinearWeight& w, const ActBlock* act, float* y, in
         float acc = 0.0f, macc = 0.0f;
         for (int64_t b = 0; b < nb; ++b) {
           const uint8_t* tile = base + (g * nb + b) * T;
-          const float d = fp16_to_fp32(load_half(tile + 2 * r)) * a[b].d;
+          const float d = row_scale(w.format, tile, r) * a[b].d;
           acc = std::fma(d, float(packed_partial(w.format, tile, r, a[b])), acc);
           if (offset) macc = std::fma(fp16_to_fp32(load_half(tile + 32 + 2 * r)), a[b].s, macc);
         }

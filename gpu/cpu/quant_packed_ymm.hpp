@@ -16,7 +16,7 @@
 //    in int16 (|sum| <= 8·2·15·127 = 30480, no overflow), one pmaddwd;
 //  - Q5_0 / Q5_1: v = nibble | plane bit (hibit<J>); AVX2 sums 4 chunks per
 //    int16 accumulator (<= 31496) and takes two pmaddwd;
-//  - IQ4_NL: pshufb of the nibbles in kIq4GridU8 gives Q8_0's stored form;
+//  - IQ4_NL / IQ4_XS (fp32 scales, tile + 32h): pshufb of the nibbles in kIq4GridU8 gives Q8_0's stored form;
 //  - AVX2, Q8_0 / IQ4_NL: the signed weight w = byte ^ 0x80, pmaddubsw(|w|, sign(a, w))
 //    (pairs <= 2·128·127 < 2^15) and pmaddwd per chunk, summed in int32.
 // The fp32 steps are those of the scalar kernel, so the bits are the same.
@@ -26,7 +26,8 @@ constexpr int64_t kHeader = packed_header_bytes(F);
 
 // Formats whose weight vectors are bytes q + 128 (Q8_0's stored form).
 template <WeightFormat F>
-constexpr bool kByteForm = F == WeightFormat::Q8_0 || F == WeightFormat::IQ4_NL;
+constexpr bool kByteForm =
+    F == WeightFormat::Q8_0 || F == WeightFormat::IQ4_NL || F == WeightFormat::IQ4_XS;
 template <WeightFormat F>
 constexpr bool kFiveBit = F == WeightFormat::Q5_0 || F == WeightFormat::Q5_1;
 
@@ -63,7 +64,7 @@ PAGODA_SIMD inline void unpack(const uint8_t* q, __m256i* v) {
   if constexpr (F == WeightFormat::Q8_0) {
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) v[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c));
-  } else if constexpr (F == WeightFormat::IQ4_NL) {
+  } else if constexpr (F == WeightFormat::IQ4_NL || F == WeightFormat::IQ4_XS) {
     const __m256i lut =
         _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4GridU8)));
 #pragma GCC unroll 4
@@ -160,7 +161,10 @@ PAGODA_SIMD inline void micro(const LinearWeight& w, int64_t u0, const ActBlock*
     for (int i = 0; i < NU; ++i) {
       const int64_t u = u0 + i, h = u % 2;
       const uint8_t* t = base + ((u / 2) * nb + b) * T;
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t + 16 * h)));
+      const __m256 dw =
+          packed_f32_scales(F)
+              ? _mm256_loadu_ps(reinterpret_cast<const float*>(t + 32 * h))
+              : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t + 16 * h)));
       __m256 mw = _mm256_setzero_ps();
       if constexpr (kOffset) {
         mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t + 32 + 16 * h)));
@@ -246,6 +250,7 @@ PAGODA_SIMD inline void tile_any(const LinearWeight& w, const ActBlock* act, flo
     case WeightFormat::Q5_0: tile<WeightFormat::Q5_0>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::Q5_1: tile<WeightFormat::Q5_1>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::IQ4_NL: tile<WeightFormat::IQ4_NL>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::IQ4_XS: tile<WeightFormat::IQ4_XS>(w, act, y, m0, m1, g0, g1); return;
     default: return;
   }
 }

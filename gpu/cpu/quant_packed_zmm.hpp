@@ -17,7 +17,7 @@
 //  - Q5_0 / Q5_1: the 5-bit v = nibble | plane bit (hibit<J>); VNNI as Q4
 //    (Q5_0's offset −16·Σq_a); BW sums 4 chunks per int16 accumulator
 //    (<= 4·2·31·127 = 31496) and takes two vpmaddwd;
-//  - IQ4_NL: vpshufb of the nibbles in the 16-byte table kIq4GridU8 gives
+//  - IQ4_NL / IQ4_XS (fp32 scales): vpshufb of the nibbles in the 16-byte table kIq4GridU8 gives
 //    Q8_0's stored form (grid + 128), then Q8_0's path below;
 //  - BW, Q8_0: AVX-512 has no vpsignb, so the weight w = byte ^ 0x80 gives
 //    |w| (vpabsb) and a mask of w < 0 (vpmovb2m) once per tile; per
@@ -36,7 +36,8 @@ constexpr int64_t kHeader = packed_header_bytes(F);
 
 // Formats whose weight vectors are bytes q + 128 (Q8_0's stored form).
 template <WeightFormat F>
-constexpr bool kByteForm = F == WeightFormat::Q8_0 || F == WeightFormat::IQ4_NL;
+constexpr bool kByteForm =
+    F == WeightFormat::Q8_0 || F == WeightFormat::IQ4_NL || F == WeightFormat::IQ4_XS;
 template <WeightFormat F>
 constexpr bool kFiveBit = F == WeightFormat::Q5_0 || F == WeightFormat::Q5_1;
 
@@ -92,7 +93,7 @@ PAGODA_SIMD inline void unpack(const uint8_t* q, ZWeights& w) {
   if constexpr (F == WeightFormat::Q8_0) {
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) set_byte_form(_mm512_loadu_si512(q + 64 * c), w, c);
-  } else if constexpr (F == WeightFormat::IQ4_NL) {
+  } else if constexpr (F == WeightFormat::IQ4_NL || F == WeightFormat::IQ4_XS) {
     const __m512i lut =
         _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4GridU8)));
 #pragma GCC unroll 4
@@ -191,7 +192,9 @@ PAGODA_SIMD inline void micro(const uint8_t* g, int64_t gstride, const ActBlock*
 #pragma GCC unroll 2
     for (int i = 0; i < NG; ++i) {
       const uint8_t* t = g + i * gstride + b * T;
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)));
+      const __m512 dw = packed_f32_scales(F)
+                            ? _mm512_loadu_ps(t)
+                            : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)));
       __m512 mw = _mm512_setzero_ps();
       if constexpr (kOffset) {
         mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32)));
@@ -283,6 +286,7 @@ PAGODA_SIMD inline void tile_any(const LinearWeight& w, const ActBlock* act, flo
     case WeightFormat::Q5_0: tile<WeightFormat::Q5_0>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::Q5_1: tile<WeightFormat::Q5_1>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::IQ4_NL: tile<WeightFormat::IQ4_NL>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::IQ4_XS: tile<WeightFormat::IQ4_XS>(w, act, y, m0, m1, g0, g1); return;
     default: return;
   }
 }
