@@ -5,8 +5,7 @@
 //  - exact: W in F32 (dequantized/converted once at load with
 //    gpu::dequantize) -> gemm_f32 (OpenBLAS sgemm).
 //  - quantized: W in Q8_0 / Q4_0 / Q4_1 (or, packed, Q5_0 / Q5_1 / IQ4_NL /
-//    IQ4_XS:
-//    gpu/cpu/quant_packed.hpp) used in place. Each 32-element block
+//    IQ4_XS: gpu/cpu/quant_packed.hpp) used in place. Each 32-element block
 //    of an x row is quantized to int8 with an fp32 scale d = amax/127 (and,
 //    for Q4_1, the fp32 block sum s = d·Σq); per block the integer dot
 //    product of the quants is exact and is scaled and accumulated in fp32:
