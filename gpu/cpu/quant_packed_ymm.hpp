@@ -16,9 +16,10 @@
 //    in int16 (|sum| <= 8·2·15·127 = 30480, no overflow), one pmaddwd;
 //  - Q5_0 / Q5_1: v = nibble | plane bit (hibit<J>); AVX2 sums 4 chunks per
 //    int16 accumulator (<= 31496) and takes two pmaddwd;
-//  - IQ4_NL / IQ4_XS (fp32 scales, tile + 32h): pshufb of the nibbles in kIq4GridU8 gives Q8_0's stored form;
-//  - AVX2, Q8_0 / IQ4_NL: the signed weight w = byte ^ 0x80, pmaddubsw(|w|, sign(a, w))
-//    (pairs <= 2·128·127 < 2^15) and pmaddwd per chunk, summed in int32.
+//  - IQ4_NL / IQ4_XS (fp32 scales, tile + 32h): pshufb of the nibbles in
+//    kIq4GridU8 gives Q8_0's stored form;
+//  - AVX2, Q8_0 / IQ4_*: the signed weight w = byte ^ 0x80,
+//    pmaddubsw(|w|, sign(a, w)) (pairs <= 2·128·127 < 2^15) and pmaddwd per chunk, summed in int32.
 // The fp32 steps are those of the scalar kernel, so the bits are the same.
 
 template <WeightFormat F>
