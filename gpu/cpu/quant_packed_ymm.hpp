@@ -19,7 +19,8 @@
 //  - IQ4_NL / IQ4_XS (fp32 scales, tile + 32h): pshufb of the nibbles in
 //    kIq4GridU8 gives Q8_0's stored form;
 //  - AVX2, Q8_0 / IQ4_*: the signed weight w = byte ^ 0x80,
-//    pmaddubsw(|w|, sign(a, w)) (pairs <= 2·128·127 < 2^15) and pmaddwd per chunk, summed in int32.
+//    pmaddubsw(|w|, sign(a, w)) (pairs <= 2·128·127 < 2^15) and pmaddwd
+//    per chunk, summed in int32.
 // The fp32 steps are those of the scalar kernel, so the bits are the same.
 
 template <WeightFormat F>
