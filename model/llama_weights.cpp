@@ -143,7 +143,8 @@ std::vector<float> to_f32(WeightFormat f, const void* data, int64_t n) {
 // Stacks the rows of same-width tensors into one weight [n, k]: their blocks
 // as they are (quantized mode, one block format for all); Q8_0 when
 // `to_q8` (the CPU in quantized mode) and the formats differ but one of
-// them lacks CPU kernels; else fp32. The result views `bytes` or `floats`.
+// them lacks CPU row-layout kernels (cpu_runs_format_in_rows); else fp32.
+// The result views `bytes` or `floats`.
 LinearWeight stack_rows(const std::vector<TensorRef>& parts, int64_t n, int64_t k,
                         WeightPrecision precision, bool to_q8, std::vector<uint8_t>& bytes,
                         std::vector<float>& floats) {
@@ -151,7 +152,7 @@ LinearWeight stack_rows(const std::vector<TensorRef>& parts, int64_t n, int64_t 
   for (const TensorRef& t : parts) {
     same = same && t.format == parts[0].format;
     blocks = blocks && gpu::is_block_quantized(t.format);
-    lacking = lacking || !cpu_runs_format(t.format);
+    lacking = lacking || !cpu_runs_format_in_rows(t.format);
   }
   if (!same && blocks && lacking && to_q8 && precision == WeightPrecision::kQuantized) {
     for (const TensorRef& t : parts) {
@@ -240,7 +241,9 @@ class Loader {
       parts.push_back(std::move(t).value());
       n += rows[i];
     }
-    for (const TensorRef& t : parts) note_format(t);
+    bool mixed = false;
+    for (const TensorRef& t : parts) mixed = mixed || t.format != parts[0].format;
+    for (const TensorRef& t : parts) note_format(t, mixed);
     std::vector<uint8_t> bytes;
     std::vector<float> floats;
     const bool to_q8 = backend_.kind() == gpu::BackendKind::kCpu;
@@ -275,10 +278,13 @@ class Loader {
   }
 
   // Counts a linear weight the CPU kernels cannot run as stored (the load
-  // summary's requantized tensors).
-  void note_format(const TensorRef& t) {
+  // summary's requantized tensors). `mixed`: a part of a stack of several
+  // formats, which stack_rows judges by the row-layout kernels.
+  void note_format(const TensorRef& t, bool mixed = false) {
     const bool quantized = out_.precision == WeightPrecision::kQuantized;
-    if (cpu_requantizes(backend_.kind(), quantized, t.format)) {
+    const bool mixed_q8 = mixed && backend_.kind() == gpu::BackendKind::kCpu && quantized &&
+                          gpu::is_block_quantized(t.format) && !cpu_runs_format_in_rows(t.format);
+    if (mixed_q8 || cpu_requantizes(backend_.kind(), quantized, t.format)) {
       ++out_.requantized_tensors;
       requantized_types_[std::string(gpu::format_name(t.format))] += 1;
     }

@@ -7,9 +7,14 @@ namespace pagoda::model {
 
 using gpu::WeightFormat;
 
-bool cpu_runs_format(WeightFormat f) {
+bool cpu_runs_format_in_rows(WeightFormat f) {
   return f == WeightFormat::F32 || f == WeightFormat::F16 || f == WeightFormat::BF16 ||
-         gpu::cpu::packed_tile_bytes(f) > 0;
+         f == WeightFormat::Q8_0 || f == WeightFormat::Q4_0 || f == WeightFormat::Q4_1;
+}
+
+bool cpu_runs_format(WeightFormat f) {
+  const bool packed_kernel = gpu::cpu::packed_tile_bytes(f) > 0 && gpu::cpu::packed_layout_enabled();
+  return cpu_runs_format_in_rows(f) || packed_kernel;
 }
 
 bool cpu_requantizes(gpu::BackendKind backend, bool quantized, WeightFormat f) {

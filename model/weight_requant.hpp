@@ -1,5 +1,6 @@
 // weight_requant: the load-time conversion of block formats that the CPU
-// kernels lack (Q5_0, Q5_1, the K-quants Q2_K..Q6_K, IQ4_NL, IQ4_XS) to
+// kernels lack (the K-quants Q2_K..Q6_K; Q5_0, Q5_1, IQ4_NL and IQ4_XS only
+// when PAGODA_CPU_PACKED=0, as their kernels read the packed layout) to
 // Q8_0, which the packed int8 CPU matmul runs. Used by the model loader
 // (model/llama_weights.cpp) for the CPU backend in quantized precision; the
 // CUDA backend and exact precision dequantize instead (no requantization).
@@ -19,8 +20,15 @@
 namespace pagoda::model {
 
 // Whether the CPU matmul runs format f as stored: F32, the 16-bit formats
-// (packed), and the block formats with packed int8 kernels (Q8_0/Q4_0/Q4_1).
+// (packed), the block formats with int8 kernels in both layouts
+// (Q8_0/Q4_0/Q4_1) and, when the loader packs (packed_layout_enabled), those
+// with packed kernels only (Q5_0/Q5_1/IQ4_NL/IQ4_XS).
 bool cpu_runs_format(gpu::WeightFormat f);
+
+// The formats of cpu_runs_format whose kernels also read the file's row
+// layout (F32, F16, BF16, Q8_0, Q4_0, Q4_1): a mixed-format stack of rows
+// (llama_weights.cpp's stack_rows) keeps its old rule by this one.
+bool cpu_runs_format_in_rows(gpu::WeightFormat f);
 
 // Whether a weight of format f is converted to Q8_0 at load: the CPU backend
 // in quantized precision, for a block format the CPU kernels lack.

@@ -68,7 +68,57 @@ struct TestWeight {
 constexpr WeightLayout kLayouts[] = {WeightLayout::kRows, WeightLayout::kPacked16};
 const char* layout_name(WeightLayout l) { return l == WeightLayout::kRows ? "rows" : "packed16"; }
 
+bool has_offset(WeightFormat f) { return f == WeightFormat::Q4_1 || f == WeightFormat::Q5_1; }
+// Formats with kernels in the packed layout only (Q5_0, Q5_1, IQ4_NL).
+bool packed_only(WeightFormat f) {
+  return f != WeightFormat::Q8_0 && f != WeightFormat::Q4_0 && f != WeightFormat::Q4_1;
+}
+
+// Q5_0 / Q5_1 / IQ4_NL block b: w and d·q through the library's dequantizer
+// (gpu/quant_format.cpp; with m zeroed, d·q is exact in fp32), m decoded here.
+void decode_by_dequantizer(TestWeight& t, const uint8_t* p) {
+  std::vector<uint8_t> blk(p, p + block_bytes(t.format));
+  double mm = 0;
+  if (has_offset(t.format)) {
+    mm = half_value(uint16_t(blk[2] | blk[3] << 8));
+    blk[2] = blk[3] = 0;
+  }
+  float dq[32];
+  dequantize_row(t.format, blk.data(), dq, 32);
+  t.m.push_back(mm);
+  for (int j = 0; j < 32; ++j) {
+    t.scaled.push_back(dq[j]);
+    t.w.push_back(double(dq[j]) + mm);
+  }
+}
+
+// IQ4_XS (256-element super-blocks, random 6-bit sub-block scales and grid
+// indices, a finite fp16 d of either sign), decoded by the dequantizer.
+TestWeight make_iq4_xs(int64_t n, int64_t k, std::mt19937& rng) {
+  TestWeight t{WeightFormat::IQ4_XS, n, k, {}, {}, {}, {}, {}};
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.00005f, 0.001f);
+  t.raw.resize(size_t(n * k / 256 * 136));
+  for (auto& b : t.raw) b = uint8_t(byte(rng));
+  for (size_t b = 0; b < t.raw.size(); b += 136) {
+    const uint16_t dh = fp32_to_fp16(scale(rng) * (byte(rng) < 128 ? -1.0f : 1.0f));
+    t.raw[b] = dh & 0xFF, t.raw[b + 1] = dh >> 8;
+  }
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n; ++r) {
+    dequantize_row(t.format, t.raw.data() + r * (k / 256 * 136), row.data(), k);
+    for (float v : row) t.scaled.push_back(v), t.w.push_back(v);
+    t.m.insert(t.m.end(), size_t(k / 32), 0.0);
+  }
+  EXPECT_TRUE(pack_weight(t.view(), t.packed).ok());
+  return t;
+}
+
+// Whether a test shape's K suits the format (IQ4_XS: a multiple of 256).
+bool fits(WeightFormat f, int64_t k) { return k % block_elems(f) == 0; }
+
 TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) {
+  if (f == WeightFormat::IQ4_XS) return make_iq4_xs(n, k, rng);
   TestWeight t{f, n, k, {}, {}, {}, {}, {}};
   const int64_t nb = n * k / 32, bsz = block_bytes(f);
   std::uniform_int_distribution<int> byte(0, 255);
@@ -78,10 +128,14 @@ TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) 
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* p = t.raw.data() + b * bsz;
     // ggml's Q8_0/Q4_0 scales may be negative; Q4_1's d is >= 0.
-    const float d = scale(rng) * (f != WeightFormat::Q4_1 && byte(rng) < 128 ? -1.0f : 1.0f);
+    const float d = scale(rng) * (!has_offset(f) && byte(rng) < 128 ? -1.0f : 1.0f);
     const uint16_t dh = fp32_to_fp16(d), mh = fp32_to_fp16(offset(rng));
     p[0] = dh & 0xFF, p[1] = dh >> 8;
-    if (f == WeightFormat::Q4_1) p[2] = mh & 0xFF, p[3] = mh >> 8;
+    if (has_offset(f)) p[2] = mh & 0xFF, p[3] = mh >> 8;
+    if (packed_only(f)) {
+      decode_by_dequantizer(t, p);
+      continue;
+    }
     const double dd = half_value(dh), mm = f == WeightFormat::Q4_1 ? half_value(mh) : 0.0;
     t.m.push_back(mm);
     for (int j = 0; j < 32; ++j) {
@@ -187,8 +241,12 @@ struct Shape {
   int64_t M, N, K;
 };
 const Shape kShapes[] = {{1, 1, 32},     {3, 7, 64},       {17, 33, 96},  {64, 67, 576},
-                         {1, 1536, 576}, {17, 192, 1536}, {64, 576, 1536}, {3, 1536, 576}};
-const WeightFormat kFormats[] = {WeightFormat::Q8_0, WeightFormat::Q4_0, WeightFormat::Q4_1};
+                         {1, 1536, 576}, {17, 192, 1536}, {64, 576, 1536}, {3, 1536, 576},
+                         {8, 40, 256},   {16, 33, 576},   {96, 50, 192},  {1, 70, 512},
+                         {4, 17, 768},   {64, 40, 256}};
+const WeightFormat kFormats[] = {WeightFormat::Q8_0, WeightFormat::Q4_0,   WeightFormat::Q4_1,
+                                 WeightFormat::Q5_0, WeightFormat::Q5_1,   WeightFormat::IQ4_NL,
+                                 WeightFormat::IQ4_XS};
 
 std::vector<QuantIsa> isas() {
   std::vector<QuantIsa> v;
@@ -204,10 +262,12 @@ TEST(QuantMatmul, MatchesReferencesWithinQuantizationBound) {
   ThreadPool pool(2);
   for (WeightLayout layout : kLayouts) {
     for (WeightFormat f : kFormats) {
+      if (layout == WeightLayout::kRows && packed_only(f)) continue;
       for (QuantIsa isa : isas()) {
         Check c;
         std::mt19937 rng(42);
         for (const Shape& s : kShapes) {
+          if (!fits(f, s.K)) continue;
           const TestWeight t = make_weight(f, s.N, s.K, rng);
           const std::vector<float> x = make_x(s.M, s.K, rng);
           char what[112];
@@ -240,16 +300,19 @@ TEST_P(QuantVariant, EqualsScalarBitForBit) {
   const Shape shapes[] = {{1, 1, 32},    {2, 3, 64},     {3, 5, 96},     {4, 6, 128},
                           {5, 7, 160},   {7, 9, 192},    {9, 13, 576},   {1, 1536, 576},
                           {6, 192, 1536}, {1, 4099, 64}, {33, 67, 576},  {64, 576, 1536},
-                          {8, 40, 64},   {16, 129, 256}, {70, 37, 96},  {135, 300, 64}};
+                          {8, 40, 64},   {16, 129, 256}, {70, 37, 96},  {135, 300, 64},
+                          {1, 1, 256},   {3, 17, 512},   {9, 70, 768},  {67, 33, 256}};
   int64_t compared = 0;
   for (WeightFormat f : kFormats) {
     for (const Shape& s : shapes) {
+      if (!fits(f, s.K)) continue;
       const TestWeight t = make_weight(f, s.N, s.K, rng);
       std::vector<float> x = make_x(s.M, s.K, rng);
       const float scales[] = {1.0f, 1e-20f, 3e4f, 1e-40f, 0.5f, 1e20f, 1.0f};
       for (size_t i = 0; i < x.size(); ++i) x[i] *= scales[i / 32 % 7];
       if (s.M * s.K > 96) x[size_t(s.K + 7) % x.size()] = NAN;
       for (WeightLayout layout : kLayouts) {
+        if (layout == WeightLayout::kRows && packed_only(f)) continue;
         const auto ys = run_quant(t, x, s.M, QuantIsa::Scalar, pool, layout);
         const auto yv = run_quant(t, x, s.M, isa, pool, layout);
         for (size_t i = 0; i < ys.size(); ++i) {
@@ -320,11 +383,13 @@ TEST(QuantMatmul, ExtremeBlockScales) {
   std::mt19937 rng(31);
   const float scales[] = {1e-20f, 1e-36f, 1e-44f, 1e20f, 1.0f, 0x1p-126f};
   for (WeightFormat f : kFormats) {
-    const TestWeight t = make_weight(f, 9, 192, rng);
-    std::vector<float> x = make_x(2, 192, rng);
+    const int64_t K = fits(f, 192) ? 192 : 256;
+    const TestWeight t = make_weight(f, 9, K, rng);
+    std::vector<float> x = make_x(2, K, rng);
     for (size_t i = 0; i < x.size(); ++i) x[i] *= scales[i / 32 % 6];
     for (QuantIsa isa : isas()) {
       for (WeightLayout layout : kLayouts) {
+        if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
         Check c;
         check_against_references(t, x, 2, run_quant(t, x, 2, isa, pool, layout), c,
                                  format_name(f).data());
@@ -342,6 +407,7 @@ TEST(QuantMatmul, ThreadCountDoesNotChangeResults) {
   const std::vector<float> x = make_x(70, 576, rng);
   for (QuantIsa isa : isas()) {
     for (WeightLayout layout : kLayouts) {
+      if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
       EXPECT_EQ(run_quant(t, x, 70, isa, one, layout), run_quant(t, x, 70, isa, three, layout));
     }
   }
@@ -354,13 +420,15 @@ TEST(QuantMatmul, RowResultsIndependentOfBatchSizeBitwise) {
   ThreadPool pool(2);
   std::mt19937 rng(21);
   for (WeightFormat f : kFormats) {
-    const TestWeight t = make_weight(f, 97, 576, rng);
-    const std::vector<float> x = make_x(9, 576, rng);
+    const int64_t K = fits(f, 576) ? 576 : 512;
+    const TestWeight t = make_weight(f, 97, K, rng);
+    const std::vector<float> x = make_x(9, K, rng);
     for (QuantIsa isa : isas()) {
       for (WeightLayout layout : kLayouts) {
+        if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
         const std::vector<float> all = run_quant(t, x, 9, isa, pool, layout);
         for (int64_t m = 0; m < 9; ++m) {
-          const std::vector<float> row(x.begin() + m * 576, x.begin() + (m + 1) * 576);
+          const std::vector<float> row(x.begin() + m * K, x.begin() + (m + 1) * K);
           const std::vector<float> alone = run_quant(t, row, 1, isa, pool, layout);
           for (int64_t n = 0; n < t.n; ++n) {
             ASSERT_EQ(alone[size_t(n)], all[size_t(m * t.n + n)])
@@ -377,12 +445,14 @@ TEST(QuantMatmul, NonFiniteActivationsPoisonOnlyTheirRow) {
   ThreadPool pool(2);
   std::mt19937 rng(13);
   for (WeightFormat f : kFormats) {
-    const TestWeight t = make_weight(f, 40, 64, rng);
-    std::vector<float> x = make_x(3, 64, rng);
-    x[64 + 40] = NAN;       // row 1, block 1
-    x[128 + 3] = INFINITY;  // row 2, block 0
+    const int64_t K = fits(f, 64) ? 64 : 256;
+    const TestWeight t = make_weight(f, 40, K, rng);
+    std::vector<float> x = make_x(3, K, rng);
+    x[K + 40] = NAN;         // row 1, block 1
+    x[2 * K + 3] = INFINITY;  // row 2, block 0
     for (QuantIsa isa : isas()) {
       for (WeightLayout layout : kLayouts) {
+        if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
         const auto y = run_quant(t, x, 3, isa, pool, layout);
         for (int n = 0; n < 40; ++n) {
           EXPECT_TRUE(std::isfinite(y[n])) << n;
@@ -400,6 +470,13 @@ TEST(QuantMatmul, RejectsUnsupportedFormats) {
   EXPECT_FALSE(quant_matmul({WeightFormat::F32, 2, 32, w}, x, y, 1, scratch).ok());
   EXPECT_FALSE(matmul({WeightFormat::F16, 2, 32, w}, x, y, 1, scratch).ok());
   EXPECT_FALSE(matmul({WeightFormat::BF16, 2, 32, w}, x, y, 1, scratch).ok());
+  // The packed-only formats in the file's row layout: an error, not a wrong answer.
+  for (WeightFormat f : {WeightFormat::Q5_0, WeightFormat::Q5_1, WeightFormat::IQ4_NL,
+                         WeightFormat::IQ4_XS}) {
+    EXPECT_FALSE(quant_matmul({f, 2, 32, w}, x, y, 1, scratch).ok()) << format_name(f);
+    EXPECT_FALSE(matmul({f, 2, 32, w}, x, y, 1, scratch).ok()) << format_name(f);
+  }
+  EXPECT_FALSE(matmul({WeightFormat::Q4_K, 2, 256, w}, x, y, 1, scratch).ok());
 }
 
 // Only block formats in the row layout can be packed; padding rows are zero.

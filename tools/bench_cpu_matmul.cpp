@@ -27,13 +27,13 @@ std::vector<uint8_t> random_quant_weight(WeightFormat f, int64_t n, int64_t k, u
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.002f, 0.03f);
-  const int64_t bsz = block_bytes(f), nb = n * k / 32;
+  const int64_t bsz = block_bytes(f), nb = n * k / block_elems(f);
   std::vector<uint8_t> raw(size_t(nb * bsz));
   for (auto& b : raw) b = uint8_t(byte(rng));
   for (int64_t b = 0; b < nb; ++b) {
     const uint16_t d = fp32_to_fp16(scale(rng)), m = fp32_to_fp16(-scale(rng) * 8);
     std::memcpy(&raw[size_t(b * bsz)], &d, 2);
-    if (f == WeightFormat::Q4_1) std::memcpy(&raw[size_t(b * bsz + 2)], &m, 2);
+    if (f == WeightFormat::Q4_1 || f == WeightFormat::Q5_1) std::memcpy(&raw[size_t(b * bsz + 2)], &m, 2);
   }
   return raw;
 }

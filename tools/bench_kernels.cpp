@@ -14,15 +14,15 @@
 //    (2·M·N·K / time) and GB/s against the machine's measured read bandwidth
 //    and each variant's measured int8 peak (tools/bench_cpu_matmul.hpp,
 //    tools/cpu_peaks.hpp), and the ratio to the avx2 variant. --llama1b:
-//    instead Llama-3.2-1B's shapes (Q4_0, or --format q8_0) at M = 1, 4, 16,
-//    32, 512 (or --m) in the packed layout, with the matmul time of a whole
+//    instead Llama-3.2-1B's shapes (Q4_0, or --format q8_0|q4_1|q5_0|q5_1|
+//    iq4_nl|iq4_xs) at M = 1, 4, 16, 32, 512 (or --m) in the packed layout, with the matmul time of a whole
 //    decode step per M, on all threads and on one thread (CPU time; only
 //    that with --one-thread-only); --isa a,b limits the variants.
 // CUDA timings use events on the backend's stream (3 warm-up calls, then the
 // mean of N); CPU timings use steady_clock. Without a device only the CPU
 // part runs; builds without CUDA have only the CPU part.
 // Usage: bench_kernels [--json FILE] [--quick] [--cpu-matmul-only]
-//                      [--llama1b [--format q4_0|q8_0] [--m 1,16,...] [--one-thread-only]]
+//                      [--llama1b [--format q4_0|q8_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs] [--m 1,16,...] [--one-thread-only]]
 //                      [--isa NAME[,NAME...]]
 #if PAGODA_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -303,7 +304,14 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--cpu-matmul-only")) cpu_matmul_only = true;
     if (!std::strcmp(argv[i], "--llama1b")) llama1b = cpu_matmul_only = true;
     if (!std::strcmp(argv[i], "--format") && i + 1 < argc) {
-      llama_format = !std::strcmp(argv[++i], "q8_0") ? WeightFormat::Q8_0 : WeightFormat::Q4_0;
+      const std::string name = argv[++i];
+      llama_format = WeightFormat::Q4_0;
+      for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_1, WeightFormat::Q5_0,
+                             WeightFormat::Q5_1, WeightFormat::IQ4_NL, WeightFormat::IQ4_XS}) {
+        std::string lower(pagoda::gpu::format_name(f));
+        for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+        if (name == lower) llama_format = f;
+      }
     }
     if (!std::strcmp(argv[i], "--m") && i + 1 < argc) {
       for (const char* at = argv[++i]; *at != '\0';) {

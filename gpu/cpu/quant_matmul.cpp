@@ -174,10 +174,13 @@ void run_packed(const LinearWeight& w, const detail::ActBlock* act, float* y, in
 namespace {
 
 Result<void> check_quant(const LinearWeight& w, QuantIsa isa) {
-  if (w.format != WeightFormat::Q8_0 && w.format != WeightFormat::Q4_0 &&
-      w.format != WeightFormat::Q4_1) {
+  const bool rows_kernel = w.format == WeightFormat::Q8_0 || w.format == WeightFormat::Q4_0 ||
+                           w.format == WeightFormat::Q4_1;
+  const bool packed = w.layout == WeightLayout::kPacked16 && packed_tile_bytes(w.format) > 0;
+  if (!rows_kernel && !packed) {
     return make_error("quant_matmul: unsupported weight format " +
-                      std::string(format_name(w.format)));
+                      std::string(format_name(w.format)) +
+                      (packed_tile_bytes(w.format) > 0 ? " in the row layout (pack it)" : ""));
   }
   if (w.k % kQuantBlock != 0 || w.n <= 0) return make_error("quant_matmul: bad weight shape");
   if (!quant_isa_supported(isa)) {
@@ -249,12 +252,16 @@ Result<void> matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
     case WeightFormat::Q8_0:
     case WeightFormat::Q4_0:
     case WeightFormat::Q4_1:
+    case WeightFormat::Q5_0:  // Q5_x and IQ4_*: packed layout only (check_quant)
+    case WeightFormat::Q5_1:
+    case WeightFormat::IQ4_NL:
+    case WeightFormat::IQ4_XS:
       return quant_matmul(w, x, y, M, scratch, best_quant_isa(), pool);
     case WeightFormat::F16:
     case WeightFormat::BF16:
       if (w.layout == WeightLayout::kPacked16) return half_matmul(w, x, y, M, best_quant_isa(), pool);
       break;
-    default:  // Q5_x, K-quants, IQ4: no CPU kernel yet (the loader converts them)
+    default:  // K-quants: no CPU kernel yet (the loader converts them)
       return make_error("matmul: no CPU kernel for " + std::string(format_name(w.format)) +
                         " weights (the loader converts them to Q8_0 or F32)");
   }

@@ -4,12 +4,13 @@
 // Two paths:
 //  - exact: W in F32 (dequantized/converted once at load with
 //    gpu::dequantize) -> gemm_f32 (OpenBLAS sgemm).
-//  - quantized: W in Q8_0 / Q4_0 / Q4_1 used in place. Each 32-element block
+//  - quantized: W in Q8_0 / Q4_0 / Q4_1 (or, packed, Q5_0 / Q5_1 / IQ4_NL /
+//    IQ4_XS: gpu/cpu/quant_packed.hpp) used in place. Each 32-element block
 //    of an x row is quantized to int8 with an fp32 scale d = amax/127 (and,
 //    for Q4_1, the fp32 block sum s = d·Σq); per block the integer dot
 //    product of the quants is exact and is scaled and accumulated in fp32:
-//      Q8_0, Q4_0: y = Σ_b (d_w·d_x)·Σ_j q_wj·q_xj
-//      Q4_1:       y = Σ_b (d_w·d_x)·Σ_j q_wj·q_xj + Σ_b m_w·s_x
+//      Q8_0, Q4_0, Q5_0, IQ4_*:  y = Σ_b (d_w·d_x)·Σ_j q_wj·q_xj
+//      Q4_1, Q5_1:               y = Σ_b (d_w·d_x)·Σ_j q_wj·q_xj + Σ_b m_w·s_x
 //    Error vs. x·dequant(W)ᵀ in exact arithmetic: |x_j − d_x·q_xj| ≤
 //    amax_b/254 (+ fp32 rounding), so |err| ≤ Σ_b (amax_b/254)·Σ_{j∈b}|w_j|
 //    plus fp32 accumulation error (see tests/quant_matmul_test.cpp). (Blocks
@@ -45,7 +46,7 @@ namespace detail {
 // One quantized 32-element block of an activation row.
 struct ActBlock {
   float d;         // scale: amax/127 (0 for an all-zero block)
-  float s;         // d · Σ qs, rounded to fp32 (used by Q4_1)
+  float s;         // d · Σ qs, rounded to fp32 (used by Q4_1, Q5_1)
   int32_t sum;     // Σ qs (the packed kernels' integer offsets; 0 for a non-finite block)
   int8_t qs[32];   // round(x/d), in [-127, 127]
 };
@@ -93,7 +94,8 @@ class MatmulScratch {
   std::vector<detail::ActBlock> blocks_;
 };
 
-// Quantized path. Requires w.format in {Q8_0, Q4_0, Q4_1}, w.k % 32 == 0,
+// Quantized path. Requires w.format in {Q8_0, Q4_0, Q4_1} (either layout)
+// or {Q5_0, Q5_1, IQ4_NL, IQ4_XS} (kPacked16 only: quant_packed.hpp), w.k % 32 == 0,
 // x [M, w.k] and y [M, w.n] row-major, y not aliasing x; M >= 0. An Error
 // (nothing written) for another format or an unsupported isa.
 Result<void> quant_matmul(const LinearWeight& w, const float* x /*[M,K]*/,
@@ -116,7 +118,7 @@ Result<void> quant_matmul_quantized(const LinearWeight& w, const detail::ActBloc
                                     ThreadPool& pool = ThreadPool::global());
 
 // The entry point for every linear layer: F32 -> gemm_f32 (exact); Q8_0,
-// Q4_0, Q4_1 -> quant_matmul with the best isa; F16/BF16 packed by
+// Q4_0, Q4_1 (and Q5_0, Q5_1, IQ4_NL, IQ4_XS packed) -> quant_matmul with the best isa; F16/BF16 packed by
 // pack_half_weight -> half_matmul (gpu/cpu/half_matmul.hpp). F16/BF16 in the
 // row layout are an Error here (the loader converts them to F32).
 Result<void> matmul(const LinearWeight& w, const float* x /*[M,K]*/, float* y /*[M,N]*/,

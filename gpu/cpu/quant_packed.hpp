@@ -11,23 +11,39 @@
 // Layout. Rows are grouped by 16 (group g = rows 16g..16g+15; the last group
 // is padded with zero rows). Per group and per 32-element block b, one tile
 // of packed_tile_bytes(F) bytes, at (g·nb + b)·tile_bytes (nb = K/32):
-//  - d[16]: the rows' fp16 scales (32 B); Q4_1 then m[16]: fp16 offsets (32 B);
+//  - d[16]: the rows' fp16 scales (32 B); Q4_1 / Q5_1 then m[16]: fp16
+//    offsets (32 B); IQ4_XS: fp32 d[16] (64 B), each 32-element sub-block's
+//    scale d·(ls − 32) computed at pack time (exact in fp32) —
+//    packed_header_bytes(F) in all;
 //  - quants in 64-byte chunks; chunk c holds, for row r = 0..15, 4 bytes at
 //    64c + 4r + t (t = 0..3):
-//      Q4_0 / Q4_1 (4 chunks): the file's byte qs[4c + t] — low nibble is
-//        element 4c + t, high nibble element 16 + 4c + t;
-//      Q8_0 (8 chunks): element 4c + t as an unsigned byte q + 128.
+//      Q4_0 / Q4_1 / IQ4_NL / IQ4_XS / Q5_0 / Q5_1 (4 chunks): the file's
+//        byte qs[4c + t] of the (sub-)block — low nibble is element 4c + t,
+//        high nibble element 16 + 4c + t (IQ4_*: an index into kIq4Grid);
+//      Q8_0 (8 chunks): element 4c + t as an unsigned byte q + 128;
+//  - Q5_0 / Q5_1 only: one more 64-byte chunk, the high-bit plane: byte
+//    4r + t holds in bit j the 5th bit of element 4j + t (j = 0..7), so the
+//    bit of every lane's element 4j + t is one 16-bit shift and a mask away.
+// Memory: Q4_0 / IQ4_NL 288 B, Q4_1 320 B, Q5_0 352 B, Q5_1 384 B, Q8_0
+// 544 B per 16×32 weights — exactly the file's bytes (no extra cost);
+// IQ4_XS 320 B against the file's 272 B (+18%: fp32 per-32 scales instead
+// of a shared fp16 and 6-bit integers; still 0.59x of Q8_0's 544 B).
 //
 // The math (every ISA variant gives the same bits as the scalar one): for
 // weight row w and activation row a (quantize_activations' ActBlocks), per
-// block b the exact integer P_b = Σ_j q_w[j]·q_a[j] (q_w signed: Q4_0 nibble
-// − 8, Q8_0 the file's int8; Q4_1 the unsigned nibble), then in block order
-//     acc = fma(fp32(d_w·d_a), fp32(P_b), acc);   Q4_1: macc = fma(m_w, s_a, macc)
-// and y = acc + macc for Q4_1, y = acc otherwise. The variants get P_b through
-// unsigned×signed byte products with offsets removed exactly in int32
-// (Q4_0: Σ nib·q_a − 8·Σq_a; Q8_0: Σ (q+128)·q_a − 128·Σq_a) or, on AVX2
-// and AVX-512 BW, through pmaddubsw/pmaddwd. Error bounds are those of
-// quant_matmul.hpp (the same quantized terms, summed in another order).
+// block b the exact integer P_b = Σ_j q_w[j]·q_a[j] with q_w the signed
+// integer the format multiplies by d (Q4_0: nibble − 8; Q8_0: the file's
+// int8; IQ4_NL / IQ4_XS: kIq4Grid[nibble]; Q5_0: v − 16 for the 5-bit v) or, for
+// the offset formats, the unsigned one (Q4_1: nibble; Q5_1: v); then in
+// block order
+//     acc = fma(fp32(d_w·d_a), fp32(P_b), acc);   offset: macc = fma(m_w, s_a, macc)
+// and y = acc + macc for Q4_1 / Q5_1, y = acc otherwise. The variants get
+// P_b through unsigned×signed byte products with offsets removed exactly in
+// int32 (Q4_0: Σ nib·q_a − 8·Σq_a; Q5_0: Σ v·q_a − 16·Σq_a; Q8_0 and IQ4_NL
+// / IQ4_XS (grid + 128 from a 16-byte table lookup, pshufb): Σ (q+128)·q_a −
+// 128·Σq_a) or, on AVX2 and AVX-512 BW, through pmaddubsw/pmaddwd. Error
+// bounds are those of quant_matmul.hpp (the same quantized terms, summed in
+// another order).
 //
 // Thread-safety: pure functions over caller-owned memory; packed_matmul's
 // threading is quant_matmul's (one call at a time per pool and scratch).
@@ -48,19 +64,45 @@ inline constexpr int64_t kPackRows = 16;
 // Bytes of one (16-row group, block) tile; 0 for a format that cannot be packed.
 constexpr int64_t packed_tile_bytes(WeightFormat f) {
   switch (f) {
-    case WeightFormat::Q4_0: return 32 + 4 * 64;
-    case WeightFormat::Q4_1: return 64 + 4 * 64;
+    case WeightFormat::Q4_0:
+    case WeightFormat::IQ4_NL: return 32 + 4 * 64;
+    case WeightFormat::Q4_1:
+    case WeightFormat::IQ4_XS: return 64 + 4 * 64;
+    case WeightFormat::Q5_0: return 32 + 5 * 64;
+    case WeightFormat::Q5_1: return 64 + 5 * 64;
     case WeightFormat::Q8_0: return 32 + 8 * 64;
     default: return 0;
   }
 }
 
-// Bytes of W[n, k] packed (k % 32 == 0; n rounded up to a multiple of 16).
+// Whether the format adds a per-block offset m (the macc term).
+constexpr bool packed_has_offset(WeightFormat f) {
+  return f == WeightFormat::Q4_1 || f == WeightFormat::Q5_1;
+}
+
+// Whether the tile's scales are fp32 (IQ4_XS's per-32 sub-block scales,
+// d·(ls − 32): an fp16 times a 6-bit integer, exact in fp32) rather than fp16.
+constexpr bool packed_f32_scales(WeightFormat f) { return f == WeightFormat::IQ4_XS; }
+
+// Bytes before a tile's quants: the scales, and the offsets.
+constexpr int64_t packed_header_bytes(WeightFormat f) {
+  return packed_has_offset(f) || packed_f32_scales(f) ? 64 : 32;
+}
+
+// Where a Q5 tile's high-bit plane starts (after the 4 nibble chunks).
+constexpr int64_t packed_hibit_offset(WeightFormat f) { return packed_header_bytes(f) + 4 * 64; }
+
+// The packed kernels' tables: kIq4Grid[i] + 128 as bytes (IQ4_NL, VNNI form).
+alignas(16) inline constexpr uint8_t kIq4GridU8[16] = {1,   24,  45,  63,  79,  93,  106, 118,
+                                                       129, 141, 153, 166, 181, 197, 217, 241};
+
+// Bytes of W[n, k] packed (k % block_elems == 0; n rounded up to a multiple of 16).
 constexpr int64_t packed_bytes(WeightFormat f, int64_t n, int64_t k) {
   return (n + kPackRows - 1) / kPackRows * (k / 32) * packed_tile_bytes(f);
 }
 
-// Packs a kRows weight (Q8_0, Q4_0 or Q4_1, k % 32 == 0) into `out`
+// Packs a kRows weight (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: k % 32 == 0;
+// IQ4_XS: k % 256 == 0) into `out`
 // (resized to packed_bytes) and returns the kPacked16 view of it (valid while
 // `out` lives and is not resized). An Error for another format or layout.
 Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& out);

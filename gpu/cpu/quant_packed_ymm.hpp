@@ -9,16 +9,29 @@
 //
 // A ymm covers half a group: 8 rows ("unit" u = 2g + h, h = 0, 1, rows
 // 16g + 8h ..). The unit's bytes of chunk c are tile + header + 64c + 32h,
-// its scales tile + 16h (Q4_1 offsets tile + 32 + 16h). The exact P_b:
+// its scales tile + 16h (Q4_1 / Q5_1 offsets tile + 32 + 16h; the Q5 plane's
+// bytes, like a chunk's, + 32h). The exact P_b:
 //  - VNNI: as the AVX-512 kernel (offsets removed in int32);
 //  - AVX2, Q4: pmaddubsw(nibbles, activations) for the 8 chunk halves summed
 //    in int16 (|sum| <= 8·2·15·127 = 30480, no overflow), one pmaddwd;
-//  - AVX2, Q8_0: the signed weight w = byte ^ 0x80, pmaddubsw(|w|, sign(a, w))
-//    (pairs <= 2·128·127 < 2^15) and pmaddwd per chunk, summed in int32.
+//  - Q5_0 / Q5_1: v = nibble | plane bit (hibit<J>); AVX2 sums 4 chunks per
+//    int16 accumulator (<= 31496) and takes two pmaddwd;
+//  - IQ4_NL / IQ4_XS (fp32 scales, tile + 32h): pshufb of the nibbles in
+//    kIq4GridU8 gives Q8_0's stored form;
+//  - AVX2, Q8_0 / IQ4_*: the signed weight w = byte ^ 0x80,
+//    pmaddubsw(|w|, sign(a, w)) (pairs <= 2·128·127 < 2^15) and pmaddwd
+//    per chunk, summed in int32.
 // The fp32 steps are those of the scalar kernel, so the bits are the same.
 
 template <WeightFormat F>
-constexpr int64_t kHeader = F == WeightFormat::Q4_1 ? 64 : 32;
+constexpr int64_t kHeader = packed_header_bytes(F);
+
+// Formats whose weight vectors are bytes q + 128 (Q8_0's stored form).
+template <WeightFormat F>
+constexpr bool kByteForm =
+    F == WeightFormat::Q8_0 || F == WeightFormat::IQ4_NL || F == WeightFormat::IQ4_XS;
+template <WeightFormat F>
+constexpr bool kFiveBit = F == WeightFormat::Q5_0 || F == WeightFormat::Q5_1;
 
 PAGODA_SIMD inline __m256i bcast4(const int8_t* p) {
   int32_t v;
@@ -26,15 +39,49 @@ PAGODA_SIMD inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// The unit's 8 weight vectors: Q4: low nibbles of chunks 0..3, then high
-// nibbles; Q8_0: the stored bytes of chunks 0..7.
+// The 5th bits of weight vector J (elements 4J + t) as 0x10 in each byte
+// (see quant_packed_zmm.hpp's hibit).
+template <int J>
+PAGODA_SIMD inline __m256i hibit(__m256i plane) {
+  const __m256i m = _mm256_set1_epi8(0x10);
+  if constexpr (J < 4) return _mm256_and_si256(_mm256_slli_epi16(plane, 4 - J), m);
+  if constexpr (J == 4) return _mm256_and_si256(plane, m);
+  if constexpr (J > 4) return _mm256_and_si256(_mm256_srli_epi16(plane, J - 4), m);
+}
+
+template <int C>
+PAGODA_SIMD inline void unpack5(const uint8_t* q, __m256i plane, __m256i* v) {
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * C));
+  v[C] = _mm256_or_si256(_mm256_and_si256(x, mask), hibit<C>(plane));
+  v[C + 4] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 4), mask), hibit<C + 4>(plane));
+}
+
+// The unit's 8 weight vectors: Q4 / Q5: low nibbles (| 5th bits) of chunks
+// 0..3, then high nibbles; Q8_0: the stored bytes of chunks 0..7; IQ4_NL:
+// the nibbles looked up in kIq4GridU8 (Q8_0's stored form).
 template <WeightFormat F>
 PAGODA_SIMD inline void unpack(const uint8_t* q, __m256i* v) {
+  const __m256i mask = _mm256_set1_epi8(0x0F);
   if constexpr (F == WeightFormat::Q8_0) {
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) v[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c));
+  } else if constexpr (F == WeightFormat::IQ4_NL || F == WeightFormat::IQ4_XS) {
+    const __m256i lut =
+        _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4GridU8)));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c));
+      v[c] = _mm256_shuffle_epi8(lut, _mm256_and_si256(x, mask));
+      v[c + 4] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(x, 4), mask));
+    }
+  } else if constexpr (kFiveBit<F>) {
+    const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 4 * 64));
+    unpack5<0>(q, plane, v);
+    unpack5<1>(q, plane, v);
+    unpack5<2>(q, plane, v);
+    unpack5<3>(q, plane, v);
   } else {
-    const __m256i mask = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * c));
@@ -49,7 +96,8 @@ PAGODA_SIMD inline __m256i partial(const __m256i* v, const ActBlock& a) {
 #if PAGODA_VNNI
   __m256i p0 = _mm256_setzero_si256();
   if constexpr (F == WeightFormat::Q4_0) p0 = _mm256_set1_epi32(-8 * a.sum);
-  if constexpr (F == WeightFormat::Q8_0) p0 = _mm256_set1_epi32(-128 * a.sum);
+  if constexpr (F == WeightFormat::Q5_0) p0 = _mm256_set1_epi32(-16 * a.sum);
+  if constexpr (kByteForm<F>) p0 = _mm256_set1_epi32(-128 * a.sum);
   __m256i p1 = _mm256_setzero_si256();
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
@@ -59,7 +107,7 @@ PAGODA_SIMD inline __m256i partial(const __m256i* v, const ActBlock& a) {
   return _mm256_add_epi32(p0, p1);
 #else
   const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (F == WeightFormat::Q8_0) {
+  if constexpr (kByteForm<F>) {
     __m256i p = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
@@ -67,6 +115,17 @@ PAGODA_SIMD inline __m256i partial(const __m256i* v, const ActBlock& a) {
       const __m256i s = _mm256_sign_epi8(bcast4(a.qs + 4 * c), w);
       p = _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), s), ones));
     }
+    return p;
+  } else if constexpr (kFiveBit<F>) {
+    // v·a pairs <= 2·31·127; four chunks' sums <= 31496 fit int16.
+    __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      lo16 = _mm256_add_epi16(lo16, _mm256_maddubs_epi16(v[c], bcast4(a.qs + 4 * c)));
+      hi16 = _mm256_add_epi16(hi16, _mm256_maddubs_epi16(v[c + 4], bcast4(a.qs + 16 + 4 * c)));
+    }
+    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(lo16, ones), _mm256_madd_epi16(hi16, ones));
+    if constexpr (F == WeightFormat::Q5_0) return _mm256_sub_epi32(p, _mm256_set1_epi32(16 * a.sum));
     return p;
   } else {
     __m256i s16 = _mm256_setzero_si256();
@@ -88,7 +147,7 @@ template <WeightFormat F, int NU, int MR>
 PAGODA_SIMD inline void micro(const LinearWeight& w, int64_t u0, const ActBlock* const* a,
                               __m256* out, const uint8_t* pf) {
   constexpr int64_t T = packed_tile_bytes(F);
-  constexpr bool kOffset = F == WeightFormat::Q4_1;
+  constexpr bool kOffset = packed_has_offset(F);
   const int64_t nb = w.k / kQuantBlock;
   const auto* base = static_cast<const uint8_t*>(w.data);
   __m256 acc[NU][MR], macc[NU][MR];
@@ -104,7 +163,10 @@ PAGODA_SIMD inline void micro(const LinearWeight& w, int64_t u0, const ActBlock*
     for (int i = 0; i < NU; ++i) {
       const int64_t u = u0 + i, h = u % 2;
       const uint8_t* t = base + ((u / 2) * nb + b) * T;
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t + 16 * h)));
+      const __m256 dw =
+          packed_f32_scales(F)
+              ? _mm256_loadu_ps(reinterpret_cast<const float*>(t + 32 * h))
+              : _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t + 16 * h)));
       __m256 mw = _mm256_setzero_ps();
       if constexpr (kOffset) {
         mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t + 32 + 16 * h)));
@@ -187,6 +249,10 @@ PAGODA_SIMD inline void tile_any(const LinearWeight& w, const ActBlock* act, flo
     case WeightFormat::Q8_0: tile<WeightFormat::Q8_0>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::Q4_0: tile<WeightFormat::Q4_0>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::Q4_1: tile<WeightFormat::Q4_1>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q5_0: tile<WeightFormat::Q5_0>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q5_1: tile<WeightFormat::Q5_1>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::IQ4_NL: tile<WeightFormat::IQ4_NL>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::IQ4_XS: tile<WeightFormat::IQ4_XS>(w, act, y, m0, m1, g0, g1); return;
     default: return;
   }
 }

@@ -14,20 +14,32 @@
 //    Q8_0: −128·Σq_a);
 //  - BW, Q4: vpmaddubsw(nibbles, activations) for the 8 chunks summed in
 //    int16 (|sum| <= 8·2·15·127 = 30480, no saturation), one vpmaddwd;
+//  - Q5_0 / Q5_1: the 5-bit v = nibble | plane bit (hibit<J>); VNNI as Q4
+//    (Q5_0's offset −16·Σq_a); BW sums 4 chunks per int16 accumulator
+//    (<= 4·2·31·127 = 31496) and takes two vpmaddwd;
+//  - IQ4_NL / IQ4_XS (fp32 scales): vpshufb of the nibbles in the 16-byte table kIq4GridU8 gives
+//    Q8_0's stored form (grid + 128), then Q8_0's path below;
 //  - BW, Q8_0: AVX-512 has no vpsignb, so the weight w = byte ^ 0x80 gives
 //    |w| (vpabsb) and a mask of w < 0 (vpmovb2m) once per tile; per
 //    activation row the broadcast bytes are negated under that mask
 //    (masked vpsubb) and vpmaddubsw(|w|, ±a) pairs stay <= 2·128·127 <
 //    2^15; vpmaddwd per chunk, summed in int32.
 // Then per block and activation row one int->fp32 convert, one scale
-// product and one FMA (Q4_1: a second FMA for the offset term): the scalar
+// product and one FMA (Q4_1 / Q5_1: a second FMA for the offset term): the scalar
 // kernel's fp32 steps in its order, so the bits are the same.
 // Register tiles: two groups × one activation row (decode), one group × up to
 // eight activation rows (batches; the first pass over a group prefetches the
 // next group's tiles into L2).
 
 template <WeightFormat F>
-constexpr int64_t kHeader = F == WeightFormat::Q4_1 ? 64 : 32;
+constexpr int64_t kHeader = packed_header_bytes(F);
+
+// Formats whose weight vectors are bytes q + 128 (Q8_0's stored form).
+template <WeightFormat F>
+constexpr bool kByteForm =
+    F == WeightFormat::Q8_0 || F == WeightFormat::IQ4_NL || F == WeightFormat::IQ4_XS;
+template <WeightFormat F>
+constexpr bool kFiveBit = F == WeightFormat::Q5_0 || F == WeightFormat::Q5_1;
 
 PAGODA_SIMD inline __m512i bcast4(const int8_t* p) {
   int32_t v;
@@ -43,22 +55,61 @@ struct ZWeights {
   __mmask64 neg[8];  // BW Q8_0 only
 };
 
+// Chunk c of the byte form (q + 128) into w: as it is for VNNI, as |q| plus
+// the mask of negative q for the BW variant.
+PAGODA_SIMD inline void set_byte_form(__m512i x, ZWeights& w, int c) {
+#if PAGODA_VNNI
+  w.v[c] = x;
+#else
+  const __m512i s = _mm512_xor_si512(x, _mm512_set1_epi8(-128));
+  w.v[c] = _mm512_abs_epi8(s);  // |-128| = 0x80, read as unsigned 128
+  w.neg[c] = _mm512_movepi8_mask(s);
+#endif
+}
+
+// The 5th bits of weight vector J (elements 4J + t) as 0x10 in each byte:
+// bit J of the plane byte moved to bit 4 by one 16-bit shift (a shift of at
+// most 4 left or 3 right keeps bit 4 of each byte inside its byte).
+template <int J>
+PAGODA_SIMD inline __m512i hibit(__m512i plane) {
+  const __m512i m = _mm512_set1_epi8(0x10);
+  if constexpr (J < 4) return _mm512_and_si512(_mm512_slli_epi16(plane, 4 - J), m);
+  if constexpr (J == 4) return _mm512_and_si512(plane, m);
+  if constexpr (J > 4) return _mm512_and_si512(_mm512_srli_epi16(plane, J - 4), m);
+}
+
+// Chunk C's two weight vectors of a Q5 tile: nibbles | 5th bits.
+template <int C>
+PAGODA_SIMD inline void unpack5(const uint8_t* q, __m512i plane, ZWeights& w) {
+  const __m512i mask = _mm512_set1_epi8(0x0F);
+  const __m512i x = _mm512_loadu_si512(q + 64 * C);
+  w.v[C] = _mm512_or_si512(_mm512_and_si512(x, mask), hibit<C>(plane));
+  w.v[C + 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(x, 4), mask), hibit<C + 4>(plane));
+}
+
 template <WeightFormat F>
 PAGODA_SIMD inline void unpack(const uint8_t* q, ZWeights& w) {
+  const __m512i mask = _mm512_set1_epi8(0x0F);
   if constexpr (F == WeightFormat::Q8_0) {
 #pragma GCC unroll 8
-    for (int c = 0; c < 8; ++c) {
+    for (int c = 0; c < 8; ++c) set_byte_form(_mm512_loadu_si512(q + 64 * c), w, c);
+  } else if constexpr (F == WeightFormat::IQ4_NL || F == WeightFormat::IQ4_XS) {
+    const __m512i lut =
+        _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq4GridU8)));
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
       const __m512i x = _mm512_loadu_si512(q + 64 * c);
-#if PAGODA_VNNI
-      w.v[c] = x;
-#else
-      const __m512i s = _mm512_xor_si512(x, _mm512_set1_epi8(-128));
-      w.v[c] = _mm512_abs_epi8(s);  // |-128| = 0x80, read as unsigned 128
-      w.neg[c] = _mm512_movepi8_mask(s);
-#endif
+      set_byte_form(_mm512_shuffle_epi8(lut, _mm512_and_si512(x, mask)), w, c);
+      set_byte_form(_mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(x, 4), mask)), w,
+                    c + 4);
     }
+  } else if constexpr (kFiveBit<F>) {
+    const __m512i plane = _mm512_loadu_si512(q + 4 * 64);
+    unpack5<0>(q, plane, w);
+    unpack5<1>(q, plane, w);
+    unpack5<2>(q, plane, w);
+    unpack5<3>(q, plane, w);
   } else {
-    const __m512i mask = _mm512_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       const __m512i x = _mm512_loadu_si512(q + 64 * c);
@@ -74,7 +125,8 @@ PAGODA_SIMD inline __m512i partial(const ZWeights& w, const ActBlock& a) {
 #if PAGODA_VNNI
   __m512i p0 = _mm512_setzero_si512();
   if constexpr (F == WeightFormat::Q4_0) p0 = _mm512_set1_epi32(-8 * a.sum);
-  if constexpr (F == WeightFormat::Q8_0) p0 = _mm512_set1_epi32(-128 * a.sum);
+  if constexpr (F == WeightFormat::Q5_0) p0 = _mm512_set1_epi32(-16 * a.sum);
+  if constexpr (kByteForm<F>) p0 = _mm512_set1_epi32(-128 * a.sum);
   __m512i p1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
@@ -84,7 +136,7 @@ PAGODA_SIMD inline __m512i partial(const ZWeights& w, const ActBlock& a) {
   return _mm512_add_epi32(p0, p1);
 #else
   const __m512i ones = _mm512_set1_epi16(1);
-  if constexpr (F == WeightFormat::Q8_0) {
+  if constexpr (kByteForm<F>) {
     // |w|·(a negated where w < 0): pairs <= 2·128·127 < 2^15.
     __m512i p = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -93,6 +145,17 @@ PAGODA_SIMD inline __m512i partial(const ZWeights& w, const ActBlock& a) {
       const __m512i s = _mm512_mask_sub_epi8(x, w.neg[c], _mm512_setzero_si512(), x);
       p = _mm512_add_epi32(p, _mm512_madd_epi16(_mm512_maddubs_epi16(w.v[c], s), ones));
     }
+    return p;
+  } else if constexpr (kFiveBit<F>) {
+    // v·a pairs <= 2·31·127 = 7874; four chunks' sums <= 31496 fit int16.
+    __m512i lo16 = _mm512_setzero_si512(), hi16 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      lo16 = _mm512_add_epi16(lo16, _mm512_maddubs_epi16(w.v[c], bcast4(a.qs + 4 * c)));
+      hi16 = _mm512_add_epi16(hi16, _mm512_maddubs_epi16(w.v[c + 4], bcast4(a.qs + 16 + 4 * c)));
+    }
+    const __m512i p = _mm512_add_epi32(_mm512_madd_epi16(lo16, ones), _mm512_madd_epi16(hi16, ones));
+    if constexpr (F == WeightFormat::Q5_0) return _mm512_sub_epi32(p, _mm512_set1_epi32(16 * a.sum));
     return p;
   } else {
     // nibble·a pairs <= 2·15·127; the 8 chunk sums <= 30480 fit int16.
@@ -117,7 +180,7 @@ template <WeightFormat F, int NG, int MR>
 PAGODA_SIMD inline void micro(const uint8_t* g, int64_t gstride, const ActBlock* const* a,
                               int64_t nb, __m512* out, const uint8_t* pf) {
   constexpr int64_t T = packed_tile_bytes(F);
-  constexpr bool kOffset = F == WeightFormat::Q4_1;
+  constexpr bool kOffset = packed_has_offset(F);
   __m512 acc[NG][MR], macc[NG][MR];
 #pragma GCC unroll 4
   for (int i = 0; i < NG * MR; ++i) acc[i / MR][i % MR] = macc[i / MR][i % MR] = _mm512_setzero_ps();
@@ -129,7 +192,9 @@ PAGODA_SIMD inline void micro(const uint8_t* g, int64_t gstride, const ActBlock*
 #pragma GCC unroll 2
     for (int i = 0; i < NG; ++i) {
       const uint8_t* t = g + i * gstride + b * T;
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)));
+      const __m512 dw = packed_f32_scales(F)
+                            ? _mm512_loadu_ps(t)
+                            : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)));
       __m512 mw = _mm512_setzero_ps();
       if constexpr (kOffset) {
         mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32)));
@@ -218,6 +283,10 @@ PAGODA_SIMD inline void tile_any(const LinearWeight& w, const ActBlock* act, flo
     case WeightFormat::Q8_0: tile<WeightFormat::Q8_0>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::Q4_0: tile<WeightFormat::Q4_0>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::Q4_1: tile<WeightFormat::Q4_1>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q5_0: tile<WeightFormat::Q5_0>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q5_1: tile<WeightFormat::Q5_1>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::IQ4_NL: tile<WeightFormat::IQ4_NL>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::IQ4_XS: tile<WeightFormat::IQ4_XS>(w, act, y, m0, m1, g0, g1); return;
     default: return;
   }
 }
