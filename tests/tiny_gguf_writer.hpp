@@ -8,6 +8,8 @@
 //    from [first half, second half] to interleaved pairs (new row 2j + h =
 //    old row h * D/2 + j), and llama3 rope scaling becomes the F32 tensor
 //    rope_freqs.weight (per-pair frequency divisors);
+//  - arch "phi3": fused qkv_proj / gate_up_proj stay fused (attn_qkv, ffn_up),
+//    and longrope's factor lists become rope_factors_long/short.weight (F32);
 //  - optional Q8_0 quantization of the 2-D weights whose row length is a
 //    multiple of 32, and hooks to break the file for the loader's error tests.
 // Header-only; used by llama_model_test and paging_proof_test.
@@ -57,7 +59,8 @@ inline std::string gguf_name_of(const std::string& hf) {
       {"self_attn.o_proj.", "attn_output."}, {"post_attention_layernorm.", "ffn_norm."},
       {"self_attn.q_norm.", "attn_q_norm."}, {"self_attn.k_norm.", "attn_k_norm."},
       {"mlp.gate_proj.", "ffn_gate."},    {"mlp.up_proj.", "ffn_up."},
-      {"mlp.down_proj.", "ffn_down."}};
+      {"mlp.down_proj.", "ffn_down."},    {"self_attn.qkv_proj.", "attn_qkv."},
+      {"mlp.gate_up_proj.", "ffn_up."}};  // phi3: fused, kept fused
   const std::string prefix = "model.layers.";
   const size_t dot = hf.find('.', prefix.size());
   const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
@@ -172,6 +175,16 @@ inline std::string write_tiny_gguf(const std::string& src, const std::string& na
     }
   } else {
     write_own_metadata(w, cfg, arch, D, theta);
+  }
+  if (std::string_view(rope["rope_type"]) == "longrope") {
+    for (const char* which : {"long", "short"}) {
+      std::vector<float> f;
+      for (simdjson::dom::element x : simdjson::dom::array(rope[std::string(which) + "_factor"])) {
+        f.push_back(float(double(x)));
+      }
+      w.tensor(spec(std::string("rope_factors_") + which + ".weight", {uint64_t(f.size())}, 0,
+                    f32_bytes(f)));
+    }
   }
   if (std::string_view(rope["rope_type"]) == "llama3") {
     w.tensor(spec("rope_freqs.weight", {uint64_t(D / 2)}, 0,
