@@ -24,7 +24,7 @@ namespace {
 std::string phi3_json(const std::string& rope) {
   return R"({"model_type": "phi3", "hidden_size": 64, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128,
-    "vocab_size": 100, "max_position_embeddings": 131072, )" + rope + R"( "rms_norm_eps": 1e-5})";
+    "vocab_size": 32064, "max_position_embeddings": 131072, )" + rope + R"( "rms_norm_eps": 1e-5})";
 }
 
 const char* kEight = "[1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5]";
