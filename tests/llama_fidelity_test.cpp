@@ -473,6 +473,26 @@ TEST(TinyFidelityGguf, Phi3F32) {
 TEST(TinyFidelityGguf, Phi3F16) {
   check_llama_cpp_gguf("tiny-phi3", "f16", 5e-3, kPhi3OriginalContext);
 }
+// The test writer's own phi3 metadata (tests/tiny_gguf_writer.hpp) reads back
+// as the HF config does, and runs the same.
+TEST(TinyFidelityGguf, Phi3OwnWriterMatchesHfConfig) {
+  auto hf = model::load_model_config(test::logits_data("tiny-phi3"));
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  const std::string path = test::write_tiny_gguf(test::logits_data("tiny-phi3"), "tiny-phi3-own");
+  auto g = model::load_model_config(path);
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->rotary_dim, hf->rotary_dim);
+  EXPECT_EQ(g->rope_scaling.type, model::RopeScalingType::kLongRope);
+  EXPECT_NEAR(g->rope_scaling.attention_factor, hf->rope_scaling.attention_factor, 1e-6);
+  EXPECT_EQ(g->rope_scaling.original_max_position_embeddings, kPhi3OriginalContext);
+  ASSERT_EQ(g->rope_scaling.long_factor.size(), hf->rope_scaling.long_factor.size());
+  for (size_t i = 0; i < g->rope_scaling.long_factor.size(); ++i) {
+    EXPECT_NEAR(g->rope_scaling.long_factor[i], hf->rope_scaling.long_factor[i], 1e-6);
+    EXPECT_NEAR(g->rope_scaling.short_factor[i], hf->rope_scaling.short_factor[i], 1e-6);
+  }
+  const TinyErrors e = tiny_errors("tiny-phi3", path, "tiny-phi3 own GGUF", kPhi3OriginalContext);
+  EXPECT_LE(e.abs, 1e-3);
+}
 
 }  // namespace
 }  // namespace pagoda

@@ -131,7 +131,7 @@ inline std::vector<float> llama3_freq_factors(double theta, int64_t dim, double 
 
 // This writer's own metadata (what the loader reads) for the HF config `cfg`.
 inline void write_own_metadata(GgufWriter& w, simdjson::dom::element cfg, const std::string& arch,
-                               int64_t D, double theta) {
+                               int64_t D, double theta, int64_t rotary_dim) {
   const int64_t H = int64_t(cfg["hidden_size"]), heads = int64_t(cfg["num_attention_heads"]);
   const int64_t kv_heads = int64_t(cfg["num_key_value_heads"]);
   w.kv_str("general.architecture", arch);
@@ -143,7 +143,7 @@ inline void write_own_metadata(GgufWriter& w, simdjson::dom::element cfg, const 
   w.kv_u32(p + "feed_forward_length", uint32_t(int64_t(cfg["intermediate_size"])));
   w.kv_u32(p + "context_length", uint32_t(int64_t(cfg["max_position_embeddings"])));
   w.kv_u32(p + "vocab_size", uint32_t(int64_t(cfg["vocab_size"])));
-  w.kv_u32(p + "rope.dimension_count", uint32_t(D));
+  w.kv_u32(p + "rope.dimension_count", uint32_t(rotary_dim));
   w.kv_f32(p + "rope.freq_base", float(theta));
   w.kv_f32(p + "attention.layer_norm_rms_epsilon", float(double(cfg["rms_norm_eps"])));
   if (D != H / heads) {
@@ -174,7 +174,16 @@ inline std::string write_tiny_gguf(const std::string& src, const std::string& na
       else w.kv_f32(k, float(double(value)));
     }
   } else {
-    write_own_metadata(w, cfg, arch, D, theta);
+    double partial = 1.0;
+    if (double f = 0; rope["partial_rotary_factor"].get(f) == simdjson::SUCCESS) partial = f;
+    write_own_metadata(w, cfg, arch, D, theta, int64_t(double(D) * partial));
+    if (std::string_view(rope["rope_type"]) == "longrope") {  // llama.cpp's phi3 keys
+      const double orig = double(int64_t(rope["original_max_position_embeddings"]));
+      const double scale = double(int64_t(cfg["max_position_embeddings"])) / orig;
+      w.kv_u32(arch + ".rope.scaling.original_context_length", uint32_t(orig));
+      w.kv_f32(arch + ".rope.scaling.attn_factor",
+               float(scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(orig)) : 1.0));
+    }
   }
   if (std::string_view(rope["rope_type"]) == "longrope") {
     for (const char* which : {"long", "short"}) {
