@@ -71,6 +71,9 @@ struct RopeParams {
   int32_t head_dim = 0;
   int32_t rotary_dim = 0;            // even, <= head_dim (== head_dim for Llama)
   RopeStyle style = RopeStyle::kNeox;
+  // Multiplies cos and sin (longrope's attention factor): the rotated
+  // elements come out scaled by it, the unrotated ones (rotary_dim..) do not.
+  float scale = 1.0f;
 };
 
 // ---- SiLU(gate) * up ---------------------------------------------------------

@@ -11,6 +11,9 @@
 //             otherwise s = (original_max_positions / wavelen - low_freq_factor)
 //                          / (high_freq_factor - low_freq_factor),
 //                       (1 - s) * inv_freq / factor + s * inv_freq.
+// Longrope (Phi-3) divides inv_freq[i] by a per-pair factor list; the caller
+// (model/llama_model.cpp) applies those to rope_inv_freq's kNone values, and
+// attention_factor scales cos/sin.
 // Host-only (computed in double, stored as float). Thread-safe.
 #pragma once
 
@@ -37,6 +40,8 @@ struct RopeConfig {
   float low_freq_factor = 1.0f;          // llama3
   float high_freq_factor = 4.0f;         // llama3
   int32_t original_max_positions = 8192;  // llama3
+  // Multiplies cos/sin (RopeParams::scale): longrope's attention factor; 1 otherwise.
+  float attention_factor = 1.0f;
 
   int32_t effective_rotary_dim() const { return rotary_dim == 0 ? head_dim : rotary_dim; }
 };
@@ -115,6 +120,7 @@ class RopeTable {
     p.head_dim = config_.head_dim;
     p.rotary_dim = config_.effective_rotary_dim();
     p.style = config_.style;
+    p.scale = config_.attention_factor;
     return p;
   }
 

@@ -7,13 +7,15 @@ namespace {
 
 // transformers' defaults: LlamaConfig (context 2048, bos 1, eos 2),
 // MistralConfig (4096 * 32, bos 1, eos 2), Qwen2Config (32768, no bos/eos
-// ids), Qwen3Config (32768, no bos/eos ids, head_dim 128).
+// ids), Qwen3Config (32768, no bos/eos ids, head_dim 128), Phi3Config (its row).
 constexpr Architecture kArchitectures[] = {
     // name      gguf      qkv_b  o_b   qk_n   perm   ctx     bos eos head_dim
     {"llama",   "llama",  false, true,  false, true,  2048,   1,  2,  0},
     {"mistral", nullptr,  false, true,  false, true,  131072, 1,  2,  0},
     {"qwen2",   "qwen2",  true,  false, false, false, 32768,  -1, -1, 0},
     {"qwen3",   "qwen3",  false, true,  true,  false, 32768,  -1, -1, 128},
+    // Phi3Config: context 4096, bos 1, eos 32000; fused qkv and gate_up.
+    {"phi3",    "phi3",   false, false, false, false, 4096,   1, 32000, 0, true, true},
 };
 
 struct RoleNames {
@@ -42,8 +44,10 @@ constexpr RoleNames kNames[] = {
     {"ffn_down.weight", "mlp.down_proj.weight", true},                   // kDown
     {"output_norm.weight", "model.norm.weight", false},                  // kFinalNorm
     {"output.weight", "lm_head.weight", false},                          // kOutput
+    {"attn_qkv.weight", "self_attn.qkv_proj.weight", true},              // kQkv
+    {"ffn_up.weight", "mlp.gate_up_proj.weight", true},                  // kGateUp
 };
-static_assert(std::size(kNames) == size_t(TensorRole::kOutput) + 1);
+static_assert(std::size(kNames) == size_t(TensorRole::kGateUp) + 1);
 
 }  // namespace
 

@@ -15,7 +15,9 @@
 //    (2i, 2i + 1); see ModelConfig's RoPE pairing rule);
 //  - transformers' config-class defaults for absent config.json fields;
 //  - the tensor names, in GGUF and in HF safetensors (one shared table: the
-//    families name their tensors alike).
+//    families name their tensors alike), and whether q/k/v and gate/up come
+//    fused in one tensor each (Phi-3: self_attn.qkv_proj / attn_qkv and
+//    mlp.gate_up_proj / ffn_up, loaded as they are).
 // Features other families need (sliding windows per layer, soft-caps,
 // Gemma's (1 + w) norms and GELU, MoE MLPs) are new fields here, each with one
 // op in the forward.
@@ -33,7 +35,9 @@ namespace pagoda::model {
 enum class TensorRole {
   kEmbed, kAttnNorm, kQ, kK, kV, kQBias, kKBias, kVBias, kO, kOBias,
   kQNorm, kKNorm,  // per-head q/k norms [head_dim] (qk_norm)
-  kFfnNorm, kGate, kUp, kDown, kFinalNorm, kOutput
+  kFfnNorm, kGate, kUp, kDown, kFinalNorm, kOutput,
+  kQkv,     // fused q|k|v rows [(Hq + 2 Hk) D, H] (fused_qkv)
+  kGateUp   // fused gate|up rows [2 I, H], gate first (fused_gate_up)
 };
 
 struct Architecture {
@@ -49,6 +53,10 @@ struct Architecture {
   int32_t hf_default_bos;      // bos_token_id (-1: none)
   int32_t hf_default_eos;      // eos_token_id (-1: none)
   int32_t hf_default_head_dim;  // head_dim (0: hidden_size / num_attention_heads)
+  // The checkpoint stores q|k|v as one tensor (kQkv) and gate|up as one
+  // (kGateUp), in the row order the forward's fused weights use (Phi-3).
+  bool fused_qkv = false;
+  bool fused_gate_up = false;
 };
 
 // The description of an HF model_type / a GGUF general.architecture; nullptr
@@ -58,7 +66,7 @@ const Architecture* find_gguf_architecture(std::string_view gguf_name);
 // The description of ModelConfig::architecture (an HF name); nullptr when unknown.
 const Architecture* find_architecture(std::string_view name);
 
-// "llama, mistral, qwen2, qwen3" (HF) / "llama, qwen2, qwen3" (GGUF), for errors.
+// "llama, mistral, qwen2, qwen3, phi3" (HF) / "llama, qwen2, qwen3, phi3" (GGUF), for errors.
 std::string supported_hf_architectures();
 std::string supported_gguf_architectures();
 

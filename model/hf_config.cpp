@@ -134,6 +134,20 @@ class JsonFields {
     }
     return out;
   }
+  // An array of numbers (longrope's factor lists).
+  Result<std::vector<double>> number_list(std::string_view key) const {
+    simdjson::dom::element el;
+    if (!lookup(key, el)) return missing(key);
+    simdjson::dom::array arr;
+    if (el.get(arr) != simdjson::SUCCESS) return wrong_type(key, "a list of numbers", el);
+    std::vector<double> out;
+    for (simdjson::dom::element e : arr) {
+      double v = 0;
+      if (!e.is_number() || e.get(v) != simdjson::SUCCESS) return wrong_type(key, "a list of numbers", e);
+      out.push_back(v);
+    }
+    return out;
+  }
   const std::string& path() const { return path_; }
 
  private:
@@ -181,6 +195,50 @@ Result<void> read_hf_sizes(const JsonFields& f, const Architecture& arch, ModelC
   return {};
 }
 
+// Longrope (see model_config.hpp): the factor lists, the original context (the
+// top-level field wins, as in transformers' standardize_rope_params) and the
+// attention factor (explicit, or from factor / the context ratio).
+Result<void> read_hf_longrope(const JsonFields& f, const JsonFields& rs, ModelConfig& c) {
+  RopeScaling& out = c.rope_scaling;
+  auto sf = rs.number_list("short_factor");
+  if (!sf) return sf.error();
+  auto lf = rs.number_list("long_factor");
+  if (!lf) return lf.error();
+  auto inner = rs.int64_or("original_max_position_embeddings", c.max_context);
+  if (!inner) return inner.error();
+  auto orig = f.int64_or("original_max_position_embeddings", *inner);
+  if (!orig) return orig.error();
+  if (*orig <= 1) return make_error(f.path() + ": longrope needs original_max_position_embeddings > 1");
+  auto factor = rs.number_or("factor", double(c.max_context) / double(*orig));
+  if (!factor) return factor.error();
+  const double fallback =
+      *factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(*factor) / std::log(double(*orig)));
+  auto attn = rs.number_or("attention_factor", fallback);
+  if (!attn) return attn.error();
+  out.type = RopeScalingType::kLongRope;
+  out.short_factor = *sf;
+  out.long_factor = *lf;
+  out.original_max_position_embeddings = *orig;
+  out.factor = *factor;
+  out.attention_factor = *attn;
+  return {};
+}
+
+// partial_rotary_factor (top level, or in rope_parameters): rotary_dim =
+// int(head_dim * factor), as transformers computes it.
+Result<void> read_hf_partial_rotary(const JsonFields& f, const JsonFields* rs, ModelConfig& c) {
+  auto top = f.number_or("partial_rotary_factor", 1.0);
+  if (!top) return top.error();
+  auto prf = rs != nullptr ? rs->number_or("partial_rotary_factor", *top) : top;
+  if (!prf) return prf.error();
+  if (!(*prf > 0.0 && *prf <= 1.0)) {
+    return make_error(f.path() + ": partial_rotary_factor must be in (0, 1]");
+  }
+  const int32_t rot = int32_t(double(c.head_dim) * *prf);
+  c.rotary_dim = rot == c.head_dim ? 0 : rot;
+  return {};
+}
+
 // RoPE settings: transformers < 5 writes top-level "rope_theta" and an optional
 // "rope_scaling" object; transformers >= 5 writes one "rope_parameters" object
 // holding rope_theta, rope_type and the scaling fields.
@@ -190,10 +248,11 @@ Result<void> read_hf_rope(const JsonFields& f, ModelConfig& c) {
   c.rope_theta = *theta;
   simdjson::dom::element el;
   const char* key = f.lookup("rope_parameters", el) ? "rope_parameters" : "rope_scaling";
-  if (!f.lookup(key, el)) return {};
+  if (!f.lookup(key, el)) return read_hf_partial_rotary(f, nullptr, c);
   simdjson::dom::object obj;
   if (el.get(obj) != simdjson::SUCCESS) return f.wrong_type(key, "an object", el);
   const JsonFields rs(obj, f.path());
+  if (auto ok = read_hf_partial_rotary(f, &rs, c); !ok) return ok.error();
   auto params_theta = rs.number_or("rope_theta", c.rope_theta);
   if (!params_theta) return params_theta.error();
   c.rope_theta = *params_theta;
@@ -201,9 +260,10 @@ Result<void> read_hf_rope(const JsonFields& f, ModelConfig& c) {
   if (!type) return type.error();
   RopeScaling& out = c.rope_scaling;
   if (*type == "default") return {};
+  if (*type == "longrope" || *type == "su") return read_hf_longrope(f, rs, c);
   if (*type != "linear" && *type != "llama3") {
     return make_error(f.path() + ": unsupported rope_scaling type '" + *type +
-                      "' (supported: default, linear, llama3)");
+                      "' (supported: default, linear, llama3, longrope, su)");
   }
   auto factor = rs.number("factor");
   if (!factor) return factor.error();

@@ -9,12 +9,29 @@ namespace pagoda::model {
 
 namespace {
 
+// A table of rope_inv_freq(rc)[i] / divisors[i] (per-pair frequency divisors).
+Result<gpu::RopeTable> divided_rope_table(gpu::Backend& backend, const gpu::RopeConfig& rc,
+                                          const std::vector<double>& divisors) {
+  if (auto ok = gpu::validate_rope_config(rc); !ok) return ok.error();
+  std::vector<float> inv = gpu::rope_inv_freq(rc);
+  if (divisors.size() != inv.size()) return make_error("rope: the frequency factors have the wrong length");
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] = float(double(inv[i]) / divisors[i]);
+  auto buf = backend.allocate(inv.size() * sizeof(float));
+  if (!buf) return make_error("rope table: " + buf.error().message);
+  if (auto up = backend.upload(*buf, 0, inv.data(), inv.size() * sizeof(float)); !up) {
+    return up.error();
+  }
+  return gpu::RopeTable(rc, std::move(buf).value());
+}
+
 // The rope op's table: inv_freq from the config, or theta_i / rope_freqs[i]
-// for GGUF files that store llama3 scaling as frequency factors.
-Result<gpu::RopeTable> make_rope_table(gpu::Backend& backend, const LlamaWeights& w) {
+// for GGUF files that store llama3 scaling as frequency factors, or (longrope)
+// theta_i / short_factor[i] (long = false) / long_factor[i] (long = true).
+Result<gpu::RopeTable> make_rope_table(gpu::Backend& backend, const LlamaWeights& w, bool long_factors) {
   const ModelConfig& c = w.config;
   gpu::RopeConfig rc;
   rc.head_dim = c.head_dim;
+  rc.rotary_dim = c.rotary_dim;
   rc.theta = float(c.rope_theta);
   rc.style = c.rope_interleaved ? gpu::RopeStyle::kInterleaved : gpu::RopeStyle::kNeox;
   const RopeScaling& rs = c.rope_scaling;
@@ -26,19 +43,13 @@ Result<gpu::RopeTable> make_rope_table(gpu::Backend& backend, const LlamaWeights
     rc.high_freq_factor = float(rs.high_freq_factor);
     rc.original_max_positions = int32_t(rs.original_max_position_embeddings);
   }
+  if (rs.type == RopeScalingType::kLongRope) {
+    rc.attention_factor = float(rs.attention_factor);
+    return divided_rope_table(backend, rc, long_factors ? rs.long_factor : rs.short_factor);
+  }
   if (rs.type != RopeScalingType::kFreqFactors) return backend.create_rope_table(rc);
-  if (auto ok = gpu::validate_rope_config(rc); !ok) return ok.error();
-  std::vector<float> inv = gpu::rope_inv_freq(rc);
-  if (w.rope_freq_factors.size() != inv.size()) {
-    return make_error("rope: rope_freqs.weight has the wrong length");
-  }
-  for (size_t i = 0; i < inv.size(); ++i) inv[i] /= w.rope_freq_factors[i];
-  auto buf = backend.allocate(inv.size() * sizeof(float));
-  if (!buf) return make_error("rope table: " + buf.error().message);
-  if (auto up = backend.upload(*buf, 0, inv.data(), inv.size() * sizeof(float)); !up) {
-    return up.error();
-  }
-  return gpu::RopeTable(rc, std::move(buf).value());
+  return divided_rope_table(backend, rc, std::vector<double>(w.rope_freq_factors.begin(),
+                                                             w.rope_freq_factors.end()));
 }
 
 Result<LoadOptions> resolve_options(LoadOptions o, const ModelConfig& c) {
@@ -81,11 +92,16 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& model_pa
   limits.max_blocks_per_seq = (opts->max_model_len + opts->block_size - 1) / opts->block_size;
   auto state = RunState::create(backend, weights->config, limits);
   if (!state) return state.error();
-  auto rope = make_rope_table(backend, *weights);
+  auto rope = make_rope_table(backend, *weights, false);
   if (!rope) return rope.error();
+  const bool longrope = weights->config.rope_scaling.type == RopeScalingType::kLongRope;
+  auto rope_long = longrope ? make_rope_table(backend, *weights, true)
+                            : Result<gpu::RopeTable>(gpu::RopeTable());
+  if (!rope_long) return rope_long.error();
   std::unique_ptr<LlamaModel> model(new LlamaModel(backend, std::move(weights).value(),
                                                   std::move(opts).value(), std::move(state).value(),
                                                   std::move(rope).value()));
+  model->rope_long_ = std::move(rope_long).value();
   const LoadOptions& o = model->options_;
   if (o.step_graphs) {
     const int32_t max_bucket = std::min(o.step_graph_max_batch, model->state_.padded_limit());
@@ -175,7 +191,8 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
   const gpu::KvLayerView kv = cache.layer(l);
   gpu::KvCacheWriteParams wr{qkv->k, qkv->v, qkv->kv_stride, qkv->kv_stride, kv.k, kv.v,
                              cache.layout(), cache.spec().dtype, st.slot_mapping, T};
-  backend_.rope_kv_write(rope_.params(qkv->q, qkv->q_stride, qkv->k, qkv->kv_stride, st.positions,
+  const gpu::RopeTable& rope = long_step_ ? rope_long_ : rope_;
+  backend_.rope_kv_write(rope.params(qkv->q, qkv->q_stride, qkv->k, qkv->kv_stride, st.positions,
                                       T, c.num_heads, c.num_kv_heads),
                          wr);
   gpu::PagedAttentionParams at;
@@ -222,8 +239,9 @@ Result<void> LlamaModel::issue_step(const StagedStep& st, gpu::KvCache& cache) {
 
 // Graph-eligible: graphs on, arena mode, one row per sequence, R <= S, S
 // within the buckets.
+// Longrope models run eagerly: a graph would keep one table's address.
 int32_t LlamaModel::graph_bucket(const ForwardBatch& b) const {
-  if (!graphs_ || b.arena == nullptr || b.num_tokens() != b.num_seqs() ||
+  if (!graphs_ || config().rope_scaling.type == RopeScalingType::kLongRope || b.arena == nullptr || b.num_tokens() != b.num_seqs() ||
       b.num_logits_rows() > b.num_seqs()) {
     return 0;
   }
@@ -256,6 +274,12 @@ Result<const float*> LlamaModel::forward_graph(const ForwardBatch& b, gpu::KvCac
 }
 
 Result<const float*> LlamaModel::forward_device(const ForwardBatch& batch, gpu::KvCache& cache) {
+  // Longrope: transformers' choice, by the step's sequence length max(position) + 1.
+  const RopeScaling& rs = config().rope_scaling;
+  int64_t max_pos = -1;
+  for (int32_t p : batch.positions) max_pos = std::max<int64_t>(max_pos, p);
+  long_step_ = rs.type == RopeScalingType::kLongRope &&
+               max_pos + 1 > rs.original_max_position_embeddings;
   if (const int32_t bucket = graph_bucket(batch); bucket > 0) {
     return forward_graph(batch, cache, bucket);
   }

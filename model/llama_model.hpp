@@ -125,6 +125,11 @@ class LlamaModel {
   LoadOptions options_;
   RunState state_;
   gpu::RopeTable rope_;
+  // Longrope (ModelConfig, kLongRope): rope_ holds the short-factor table and
+  // rope_long_ the long-factor one, used for a step whose longest sequence
+  // exceeds the original context (long_step_, set before each step's ops).
+  gpu::RopeTable rope_long_;
+  bool long_step_ = false;
   std::unique_ptr<StepGraphs> graphs_;  // null unless options.step_graphs
 };
 

@@ -314,11 +314,18 @@ class Loader {
 };
 
 // Q, K, V: one fused weight, or (qk_norm) three weights and the two per-head norms.
-Result<void> load_attention_in(Loader& ld, const ModelConfig& c, int32_t l, LlamaLayerWeights& w) {
+Result<void> load_attention_in(Loader& ld, const Architecture& arch, const ModelConfig& c,
+                               int32_t l, LlamaLayerWeights& w) {
   const int64_t H = c.hidden_size, D = c.head_dim;
   const int64_t q_rows = int64_t(c.num_heads) * D, kv_rows = int64_t(c.num_kv_heads) * D;
   const std::vector<Role> roles = {Role::kQ, Role::kK, Role::kV};
   const std::vector<Role> biases = {Role::kQBias, Role::kKBias, Role::kVBias};
+  if (arch.fused_qkv) {  // one [(Hq + 2 Hk) D, H] tensor, already in the fused order
+    auto qkv = ld.fused(l, {Role::kQkv}, {q_rows + 2 * kv_rows}, H, {});
+    if (!qkv) return qkv.error();
+    w.qkv = std::move(qkv).value();
+    return {};
+  }
   if (!c.qk_norm) {
     std::vector<Role> qkv_bias;
     if (c.attention_bias) qkv_bias = biases;
@@ -352,7 +359,7 @@ Result<LlamaLayerWeights> load_layer(Loader& ld, const Architecture& arch, const
   auto attn_norm = ld.vector(Role::kAttnNorm, l, H);
   if (!attn_norm) return attn_norm.error();
   w.attn_norm = std::move(attn_norm).value();
-  if (auto ok = load_attention_in(ld, c, l, w); !ok) return ok.error();
+  if (auto ok = load_attention_in(ld, arch, c, l, w); !ok) return ok.error();
   // HF Llama/Mistral put a bias on o_proj too when attention_bias is set; Qwen2 does not.
   std::optional<Role> o_bias;
   if (c.attention_bias && arch.o_bias_with_attention_bias) o_bias = Role::kOBias;
@@ -362,7 +369,8 @@ Result<LlamaLayerWeights> load_layer(Loader& ld, const Architecture& arch, const
   auto ffn_norm = ld.vector(Role::kFfnNorm, l, H);
   if (!ffn_norm) return ffn_norm.error();
   w.ffn_norm = std::move(ffn_norm).value();
-  auto gate_up = ld.fused(l, {Role::kGate, Role::kUp}, {I, I}, H, {});
+  auto gate_up = arch.fused_gate_up ? ld.fused(l, {Role::kGateUp}, {2 * I}, H, {})
+                                    : ld.fused(l, {Role::kGate, Role::kUp}, {I, I}, H, {});
   if (!gate_up) return gate_up.error();
   w.gate_up = std::move(gate_up).value();
   auto down = ld.single(Role::kDown, l, H, I);

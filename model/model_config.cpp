@@ -123,10 +123,46 @@ Result<void> read_gguf_sizes(const GgufFile& g, const std::string& p, ModelConfi
   c.rms_norm_eps = *eps;
   auto rope_dim = gguf_int32_or(g, p + "rope.dimension_count", c.head_dim);
   if (!rope_dim) return rope_dim.error();
-  if (*rope_dim != c.head_dim) {
+  if (*rope_dim > c.head_dim || *rope_dim <= 0 || *rope_dim % 2 != 0) {
     return make_error(g.path() + ": " + p + "rope.dimension_count " + std::to_string(*rope_dim) +
-                      " differs from head_dim " + std::to_string(c.head_dim) +
-                      " (partial rotary embeddings are not supported)");
+                      " must be even and in (0, head_dim " + std::to_string(c.head_dim) + "]");
+  }
+  c.rotary_dim = *rope_dim == c.head_dim ? 0 : *rope_dim;
+  return {};
+}
+
+// llama.cpp's longrope (phi3): rope_factors_long.weight and
+// rope_factors_short.weight, F32 [rotary_dim / 2] each, and rope.scaling.attn_factor.
+Result<void> read_gguf_longrope(const GgufFile& g, const std::string& p, ModelConfig& c) {
+  const GgufTensorInfo* lf = g.find_tensor("rope_factors_long.weight");
+  const GgufTensorInfo* sf = g.find_tensor("rope_factors_short.weight");
+  if (lf == nullptr && sf == nullptr) return {};
+  RopeScaling& rs = c.rope_scaling;
+  if (lf == nullptr || sf == nullptr || rs.type != RopeScalingType::kNone) {
+    return make_error(g.path() + ": rope_factors_long/short.weight need each other and no other "
+                      "rope scaling");
+  }
+  const uint64_t pairs = uint64_t(c.rotary_dim == 0 ? c.head_dim : c.rotary_dim) / 2;
+  for (const GgufTensorInfo* t : {lf, sf}) {
+    if (t->raw_type != 0 || t->num_elements() != pairs) {
+      return make_error(g.path() + ": " + t->name + " must be F32 with rotary_dim / 2 = " +
+                        std::to_string(pairs) + " elements");
+    }
+    const float* v = reinterpret_cast<const float*>(g.tensor_data(*t));
+    std::vector<double>& out = t == lf ? rs.long_factor : rs.short_factor;
+    for (uint64_t i = 0; i < pairs; ++i) {
+      if (!(std::isfinite(v[i]) && v[i] > 0)) {
+        return make_error(g.path() + ": " + t->name + " holds a value that is not positive");
+      }
+      out.push_back(v[i]);
+    }
+  }
+  auto attn = gguf_float_or(g, p + "rope.scaling.attn_factor", 1.0);
+  if (!attn) return attn.error();
+  rs.type = RopeScalingType::kLongRope;
+  rs.attention_factor = *attn;
+  if (rs.original_max_position_embeddings <= 0) {
+    return make_error(g.path() + ": longrope needs " + p + "rope.scaling.original_context_length");
   }
   return {};
 }
@@ -200,6 +236,8 @@ const char* rope_scaling_name(RopeScalingType type) {
       return "llama3";
     case RopeScalingType::kFreqFactors:
       return "freq_factors";
+    case RopeScalingType::kLongRope:
+      return "longrope";
   }
   return "?";
 }
@@ -217,6 +255,7 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   const std::string p = *name + ".";
   if (auto ok = read_gguf_sizes(g, p, c); !ok) return ok.error();
   if (auto ok = read_gguf_rope(g, p, c); !ok) return ok.error();
+  if (auto ok = read_gguf_longrope(g, p, c); !ok) return ok.error();
   if (auto ok = read_gguf_tokens(g, c); !ok) return ok.error();
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   c.attention_bias = arch->qkv_bias ||
@@ -286,6 +325,24 @@ Result<void> validate_config(const ModelConfig& c, const std::string& source) {
   if ((rs.type == RopeScalingType::kLinear || rs.type == RopeScalingType::kLlama3) &&
       (!(rs.factor > 0) || !std::isfinite(rs.factor))) {
     return fail("rope scaling factor must be positive");
+  }
+  if (c.rotary_dim < 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0) {
+    return fail("rotary_dim " + std::to_string(c.rotary_dim) + " must be even and <= head_dim");
+  }
+  if (rs.type == RopeScalingType::kLongRope) {
+    const size_t pairs = size_t(c.rotary_dim == 0 ? c.head_dim : c.rotary_dim) / 2;
+    const auto positive = [](const std::vector<double>& v) {
+      return std::all_of(v.begin(), v.end(), [](double x) { return x > 0 && std::isfinite(x); });
+    };
+    if (rs.short_factor.size() != pairs || rs.long_factor.size() != pairs ||
+        !positive(rs.short_factor) || !positive(rs.long_factor)) {
+      return fail("longrope short_factor and long_factor must be " + std::to_string(pairs) +
+                  " positive numbers each (rotary_dim / 2)");
+    }
+    if (rs.original_max_position_embeddings <= 0 || !(rs.attention_factor > 0) ||
+        !std::isfinite(rs.attention_factor)) {
+      return fail("longrope needs original_max_position_embeddings > 0 and a positive attention factor");
+    }
   }
   if (c.bos_token_id < -1 || c.bos_token_id >= c.vocab_size) {
     return fail("bos_token_id " + std::to_string(c.bos_token_id) + " is outside the vocabulary");

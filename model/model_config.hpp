@@ -22,6 +22,28 @@
 // resulting per-pair frequency divisors as the F32 tensor `rope_freqs.weight`
 // ([head_dim/2]); such files get kFreqFactors (divide theta_i by rope_freqs[i]).
 //
+// Longrope (HF rope_type "longrope", or its older name "su"; Phi-3, Phi-4-mini),
+// as transformers 5 computes it (modeling_rope_utils._compute_longrope_
+// parameters and dynamic_rope_update's longrope_frequency_update):
+//  - inv_freq[i] = 1 / (ext[i] * theta^(2i / rotary_dim)), with ext =
+//    long_factor when the forward call's sequence length, max(position) + 1,
+//    exceeds original_max_position_embeddings, short_factor otherwise. The
+//    choice is made per forward call for all its tokens (transformers: per
+//    batch; here per engine step, over every sequence of the step), so a
+//    prompt longer than the original context prefilled in one step uses
+//    long_factor at every position, while a chunked prefill or a decode that
+//    crosses the threshold keeps the short-factor keys already in the cache,
+//    as transformers' generate does.
+//  - cos and sin are multiplied by attention_factor: the config's
+//    "attention_factor", else sqrt(1 + ln(factor) / ln(original_max)) with
+//    factor = "factor", else max_position_embeddings / original_max (1 when
+//    factor <= 1). GGUF (llama.cpp): rope_factors_long.weight /
+//    rope_factors_short.weight [rotary_dim / 2] and
+//    `<arch>.rope.scaling.attn_factor`.
+// Partial rotary (partial_rotary_factor, GGUF rope.dimension_count <
+// head_dim): only the first rotary_dim elements of a head are rotated (NeoX
+// pairing i, i + rotary_dim / 2 within them); the rest pass unchanged.
+//
 // Thread-safety: the functions are reentrant; a ModelConfig is a plain value.
 #pragma once
 
@@ -34,15 +56,20 @@
 
 namespace pagoda::model {
 
-enum class RopeScalingType { kNone, kLinear, kLlama3, kFreqFactors };
-const char* rope_scaling_name(RopeScalingType type);  // "none", "linear", "llama3", "freq_factors"
+enum class RopeScalingType { kNone, kLinear, kLlama3, kFreqFactors, kLongRope };
+// "none", "linear", "llama3", "freq_factors", "longrope"
+const char* rope_scaling_name(RopeScalingType type);
 
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::kNone;
   double factor = 1.0;                           // kLinear, kLlama3
   double low_freq_factor = 1.0;                  // kLlama3
   double high_freq_factor = 1.0;                 // kLlama3
-  int64_t original_max_position_embeddings = 0;  // kLlama3 (0 when unknown)
+  int64_t original_max_position_embeddings = 0;  // kLlama3, kLongRope (0 when unknown)
+  // kLongRope: per-pair divisors of theta^(-2i / rotary_dim), [rotary_dim / 2]
+  // each, and the factor that multiplies cos/sin.
+  std::vector<double> short_factor, long_factor;
+  double attention_factor = 1.0;
 };
 
 struct ModelConfig {
@@ -52,6 +79,7 @@ struct ModelConfig {
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;  // may differ from hidden_size / num_heads (explicit head_dim)
+  int32_t rotary_dim = 0;  // rotated elements of a head (even, <= head_dim); 0: head_dim
   int32_t intermediate_size = 0;
   int32_t vocab_size = 0;
   double rope_theta = 10000.0;

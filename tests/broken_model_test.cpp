@@ -348,7 +348,8 @@ TEST_F(BrokenGguf, AbsurdConfigMetadata) {
     put_le(b, layout_.value_at.at(key), value, 4);
     const std::string p = write("config", b);
     EXPECT_TRUE(names(load_error(p), p,
-                      {"must be positive", "implausibly large", "out of range", "does not divide", "differs from head_dim"}))
+                      {"must be positive", "implausibly large", "out of range", "does not divide",
+                       "must be even and in (0, head_dim"}))
         << key << " = " << value;
   }
   {  // a context length beyond the bound is clamped with a note, not refused

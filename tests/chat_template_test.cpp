@@ -89,6 +89,10 @@ TEST(ChatTemplateGoldens, DeepSeekR1DistillQwen) {
   EXPECT_GE(check_golden_file("deepseek-r1-distill-qwen.cases.json"), 20u);
 }
 TEST(ChatTemplateGoldens, Phi4MiniInstruct) { EXPECT_GE(check_golden_file("phi-4-mini-instruct.cases.json"), 20u); }
+// Phi-3.5-mini-instruct's <|user|>..<|end|>\n<|assistant|>\n template (eos_token when no generation prompt).
+TEST(ChatTemplateGoldens, Phi35MiniInstruct) {
+  EXPECT_GE(check_golden_file("phi-3.5-mini-instruct.cases.json"), 20u);
+}
 // Qwen/Qwen3-0.6B's template: thinking blocks stripped from history, reasoning_content,
 // enable_thinking, tools, tool calls with string and dict arguments, tool responses.
 TEST(ChatTemplateGoldens, Qwen3) { EXPECT_GE(check_golden_file("qwen3.cases.json"), 30u); }

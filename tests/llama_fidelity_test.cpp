@@ -295,8 +295,10 @@ struct TinyErrors {
 
 // Runs the golden sequences of tiny model `name` (HF logits of every
 // position) through the model at `path` (the HF directory or a GGUF), whole
-// and in chunks of 4, and returns the largest errors.
-TinyErrors tiny_errors(const std::string& name, const std::string& path, const std::string& label) {
+// and (sequences of at most `chunked_up_to` tokens) in chunks of 4, and
+// returns the largest errors.
+TinyErrors tiny_errors(const std::string& name, const std::string& path, const std::string& label,
+                       int32_t chunked_up_to = INT32_MAX) {
   TinyErrors worst;
   auto backend = test::cpu_backend();
   model::LoadOptions o;
@@ -315,6 +317,7 @@ TinyErrors tiny_errors(const std::string& name, const std::string& path, const s
     const int32_t len = int32_t(g.ids[s].size());
     const auto blocks = test::sequential_blocks(len, 16);
     for (int32_t chunk : {len, 4}) {
+      if (chunk != len && len > chunked_up_to) continue;
       std::vector<float> ours = test::run_sequence(**m, *cache, g.ids[s], blocks, chunk);
       const double rel = test::max_row_relative_error(ours.data(), g.logits[s].data(), len, g.vocab);
       double abs = 0;
@@ -374,6 +377,31 @@ TEST(TinyFidelity, Llama32Llama3RopeTiedEveryPosition) {
   EXPECT_LE(e.abs, 1e-3);
 }
 
+// Phi-3 / Phi-4-mini style: fused qkv_proj and gate_up_proj, partial rotary
+// (12 of 16 dims), longrope with original context 16: the 1- and 7-token
+// goldens use short_factor, the 19-token one long_factor at every position
+// and all of them the attention factor sqrt(2) (model_config.hpp). Chunked
+// prefill runs only the sequences within the original context: a longer one
+// prefilled in chunks keeps its first chunks' short-factor keys, unlike HF's
+// one forward over the whole sequence.
+constexpr int32_t kPhi3OriginalContext = 16;
+
+TEST(TinyFidelity, Phi3LongRopeFusedPartialRotaryEveryPosition) {
+  auto c = model::load_model_config(test::logits_data("tiny-phi3"));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->architecture, "phi3");
+  EXPECT_EQ(c->head_dim, 16);
+  EXPECT_EQ(c->rotary_dim, 12);
+  ASSERT_EQ(c->rope_scaling.type, model::RopeScalingType::kLongRope);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, kPhi3OriginalContext);
+  EXPECT_NEAR(c->rope_scaling.attention_factor, std::sqrt(2.0), 1e-12);  // factor 256 / 16
+  EXPECT_EQ(c->rope_scaling.short_factor.size(), 6u);
+  const TinyErrors e = tiny_errors("tiny-phi3", test::logits_data("tiny-phi3"), "tiny-phi3 HF",
+                                   kPhi3OriginalContext);
+  EXPECT_LE(e.rel, 1e-4);
+  EXPECT_LE(e.abs, 1e-3);
+}
+
 // ---- the same models as llama.cpp's convert_hf_to_gguf.py writes them ----------
 
 // Writes the GGUF that llama.cpp's converter made of tiny model `name` as
@@ -404,7 +432,7 @@ std::string llama_cpp_gguf(const std::string& name, const std::string& outtype) 
     EXPECT_EQ(info->dims, dims) << tname;
     EXPECT_EQ(std::string(model::ggml_type_name(info->raw_type)), std::string_view(t["type"])) << tname;
     simdjson::dom::array values;
-    if (t["values"].get(values) == simdjson::SUCCESS) {  // rope_freqs: llama.cpp's llama3 divisors
+    if (t["values"].get(values) == simdjson::SUCCESS) {  // rope_freqs, rope_factors_*: llama.cpp's values
       const float* ours = reinterpret_cast<const float*>(g->tensor_data(*info));
       size_t i = 0;
       for (simdjson::dom::element v : values) {
@@ -417,9 +445,10 @@ std::string llama_cpp_gguf(const std::string& name, const std::string& outtype) 
   return path;
 }
 
-void check_llama_cpp_gguf(const std::string& name, const std::string& outtype, double max_abs) {
+void check_llama_cpp_gguf(const std::string& name, const std::string& outtype, double max_abs,
+                          int32_t chunked_up_to = INT32_MAX) {
   const std::string path = llama_cpp_gguf(name, outtype);
-  const TinyErrors e = tiny_errors(name, path, name + " GGUF " + outtype);
+  const TinyErrors e = tiny_errors(name, path, name + " GGUF " + outtype, chunked_up_to);
   std::printf("[%s GGUF %s] worst: max abs %.3g, row-relative %.3g\n", name.c_str(),
               outtype.c_str(), e.abs, e.rel);
   EXPECT_LE(e.abs, max_abs);
@@ -435,6 +464,35 @@ TEST(TinyFidelityGguf, MistralHeadDimF32) { check_llama_cpp_gguf("tiny-mistral-h
 TEST(TinyFidelityGguf, Llama32F32) { check_llama_cpp_gguf("tiny-llama32", "f32", 1e-3); }
 TEST(TinyFidelityGguf, Llama32F16) { check_llama_cpp_gguf("tiny-llama32", "f16", 5e-3); }
 TEST(TinyFidelityGguf, MistralHeadDimF16) { check_llama_cpp_gguf("tiny-mistral-hd", "f16", 5e-3); }
+// Phi-3: attn_qkv / ffn_up (fused gate|up), rope.dimension_count 12,
+// rope_factors_long/short.weight (values checked against llama.cpp's) and
+// rope.scaling.attn_factor.
+TEST(TinyFidelityGguf, Phi3F32) {
+  check_llama_cpp_gguf("tiny-phi3", "f32", 1e-3, kPhi3OriginalContext);
+}
+TEST(TinyFidelityGguf, Phi3F16) {
+  check_llama_cpp_gguf("tiny-phi3", "f16", 5e-3, kPhi3OriginalContext);
+}
+// The test writer's own phi3 metadata (tests/tiny_gguf_writer.hpp) reads back
+// as the HF config does, and runs the same.
+TEST(TinyFidelityGguf, Phi3OwnWriterMatchesHfConfig) {
+  auto hf = model::load_model_config(test::logits_data("tiny-phi3"));
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  const std::string path = test::write_tiny_gguf(test::logits_data("tiny-phi3"), "tiny-phi3-own");
+  auto g = model::load_model_config(path);
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g->rotary_dim, hf->rotary_dim);
+  EXPECT_EQ(g->rope_scaling.type, model::RopeScalingType::kLongRope);
+  EXPECT_NEAR(g->rope_scaling.attention_factor, hf->rope_scaling.attention_factor, 1e-6);
+  EXPECT_EQ(g->rope_scaling.original_max_position_embeddings, kPhi3OriginalContext);
+  ASSERT_EQ(g->rope_scaling.long_factor.size(), hf->rope_scaling.long_factor.size());
+  for (size_t i = 0; i < g->rope_scaling.long_factor.size(); ++i) {
+    EXPECT_NEAR(g->rope_scaling.long_factor[i], hf->rope_scaling.long_factor[i], 1e-6);
+    EXPECT_NEAR(g->rope_scaling.short_factor[i], hf->rope_scaling.short_factor[i], 1e-6);
+  }
+  const TinyErrors e = tiny_errors("tiny-phi3", path, "tiny-phi3 own GGUF", kPhi3OriginalContext);
+  EXPECT_LE(e.abs, 1e-3);
+}
 
 }  // namespace
 }  // namespace pagoda

@@ -8,6 +8,8 @@
 //    from [first half, second half] to interleaved pairs (new row 2j + h =
 //    old row h * D/2 + j), and llama3 rope scaling becomes the F32 tensor
 //    rope_freqs.weight (per-pair frequency divisors);
+//  - arch "phi3": fused qkv_proj / gate_up_proj stay fused (attn_qkv, ffn_up),
+//    and longrope's factor lists become rope_factors_long/short.weight (F32);
 //  - optional Q8_0 quantization of the 2-D weights whose row length is a
 //    multiple of 32, and hooks to break the file for the loader's error tests.
 // Header-only; used by llama_model_test and paging_proof_test.
@@ -57,7 +59,8 @@ inline std::string gguf_name_of(const std::string& hf) {
       {"self_attn.o_proj.", "attn_output."}, {"post_attention_layernorm.", "ffn_norm."},
       {"self_attn.q_norm.", "attn_q_norm."}, {"self_attn.k_norm.", "attn_k_norm."},
       {"mlp.gate_proj.", "ffn_gate."},    {"mlp.up_proj.", "ffn_up."},
-      {"mlp.down_proj.", "ffn_down."}};
+      {"mlp.down_proj.", "ffn_down."},    {"self_attn.qkv_proj.", "attn_qkv."},
+      {"mlp.gate_up_proj.", "ffn_up."}};  // phi3: fused, kept fused
   const std::string prefix = "model.layers.";
   const size_t dot = hf.find('.', prefix.size());
   const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
@@ -128,7 +131,7 @@ inline std::vector<float> llama3_freq_factors(double theta, int64_t dim, double 
 
 // This writer's own metadata (what the loader reads) for the HF config `cfg`.
 inline void write_own_metadata(GgufWriter& w, simdjson::dom::element cfg, const std::string& arch,
-                               int64_t D, double theta) {
+                               int64_t D, double theta, int64_t rotary_dim) {
   const int64_t H = int64_t(cfg["hidden_size"]), heads = int64_t(cfg["num_attention_heads"]);
   const int64_t kv_heads = int64_t(cfg["num_key_value_heads"]);
   w.kv_str("general.architecture", arch);
@@ -140,7 +143,7 @@ inline void write_own_metadata(GgufWriter& w, simdjson::dom::element cfg, const 
   w.kv_u32(p + "feed_forward_length", uint32_t(int64_t(cfg["intermediate_size"])));
   w.kv_u32(p + "context_length", uint32_t(int64_t(cfg["max_position_embeddings"])));
   w.kv_u32(p + "vocab_size", uint32_t(int64_t(cfg["vocab_size"])));
-  w.kv_u32(p + "rope.dimension_count", uint32_t(D));
+  w.kv_u32(p + "rope.dimension_count", uint32_t(rotary_dim));
   w.kv_f32(p + "rope.freq_base", float(theta));
   w.kv_f32(p + "attention.layer_norm_rms_epsilon", float(double(cfg["rms_norm_eps"])));
   if (D != H / heads) {
@@ -171,7 +174,26 @@ inline std::string write_tiny_gguf(const std::string& src, const std::string& na
       else w.kv_f32(k, float(double(value)));
     }
   } else {
-    write_own_metadata(w, cfg, arch, D, theta);
+    double partial = 1.0;
+    if (double f = 0; rope["partial_rotary_factor"].get(f) == simdjson::SUCCESS) partial = f;
+    write_own_metadata(w, cfg, arch, D, theta, int64_t(double(D) * partial));
+    if (std::string_view(rope["rope_type"]) == "longrope") {  // llama.cpp's phi3 keys
+      const double orig = double(int64_t(rope["original_max_position_embeddings"]));
+      const double scale = double(int64_t(cfg["max_position_embeddings"])) / orig;
+      w.kv_u32(arch + ".rope.scaling.original_context_length", uint32_t(orig));
+      w.kv_f32(arch + ".rope.scaling.attn_factor",
+               float(scale > 1 ? std::sqrt(1 + std::log(scale) / std::log(orig)) : 1.0));
+    }
+  }
+  if (std::string_view(rope["rope_type"]) == "longrope") {
+    for (const char* which : {"long", "short"}) {
+      std::vector<float> f;
+      for (simdjson::dom::element x : simdjson::dom::array(rope[std::string(which) + "_factor"])) {
+        f.push_back(float(double(x)));
+      }
+      w.tensor(spec(std::string("rope_factors_") + which + ".weight", {uint64_t(f.size())}, 0,
+                    f32_bytes(f)));
+    }
   }
   if (std::string_view(rope["rope_type"]) == "llama3") {
     w.tensor(spec("rope_freqs.weight", {uint64_t(D / 2)}, 0,

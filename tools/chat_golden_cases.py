@@ -186,6 +186,10 @@ CONVERSATIONS = {
     "smollm2": _smollm2(),
     "deepseek-r1-distill-qwen": _deepseek(),
     "phi-4-mini-instruct": _phi4(),
+    "phi-3.5-mini-instruct": _common() + [
+        _conv("empty_system_skipped", [{"role": "system", "content": ""}, U1]),
+        _conv("no_generation_prompt_ends_with_eos", [SYS, U1, A1], add_generation_prompt=False),
+    ],
     "qwen3": _qwen3(),
     "stress": _stress(),
 }

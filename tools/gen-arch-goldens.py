@@ -13,6 +13,12 @@ Makes, under tests/data/logits/:
   tiny-llama32/        Llama-3.2 style: llama3 rope scaling (factor 32, original
                        context 64, so that positions of the 19-token sequence
                        cross the smoothing band), tied embeddings, theta 5e5
+  tiny-phi3/           Phi-3 / Phi-4-mini style: fused qkv_proj and
+                       gate_up_proj, partial_rotary_factor 0.75 (12 of 16 head
+                       dims rotated), longrope with short/long factors and
+                       original context 16 of 256: the 1- and 7-token
+                       sequences use short_factor, the 19-token one (longer than
+                       16) long_factor; attention factor sqrt(1 + ln 16 / ln 16)
   tiny-<name>.json     input ids and the HF logits of every position
                        (float32 values in JSON lists, [seq][pos][vocab])
   tiny-<name>.gguf.json  what llama.cpp's converter writes for the model, as F32
@@ -43,7 +49,7 @@ import tempfile
 
 import torch
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                          Qwen3Config, Qwen3ForCausalLM)
+                          Phi3Config, Phi3ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "logits"
@@ -58,8 +64,8 @@ import sys
 sys.path[:0] = [sys.argv[1], sys.argv[1] + "/gguf-py"]
 import conversion.base as base
 base.TextModel.set_vocab = lambda self: None
-import conversion.qwen as qwen, conversion.llama as llama
-for cls in (qwen.Qwen2Model, qwen.Qwen3Model, llama.LlamaModel):
+import conversion.qwen as qwen, conversion.llama as llama, conversion.phi as phi
+for cls in (qwen.Qwen2Model, qwen.Qwen3Model, llama.LlamaModel, phi.Phi3MiniModel):
     cls.set_vocab = lambda self: None
 import convert_hf_to_gguf
 sys.argv = ["convert_hf_to_gguf.py"] + sys.argv[2:]
@@ -102,7 +108,7 @@ def listing(path, llama_cpp):
     tensors = []
     for t in r.tensors:
         rec = {"name": t.name, "dims": [int(x) for x in t.shape], "type": t.tensor_type.name}
-        if t.name == "rope_freqs.weight":  # llama3 scaling as llama.cpp computes it
+        if t.name in ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"):
             rec["values"] = [float(x) for x in t.data]
         tensors.append(rec)
     return {"metadata": meta, "tensors": tensors}
@@ -122,17 +128,32 @@ def convert(d, name, llama_cpp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-cpp", type=pathlib.Path, required=True)
+    ap.add_argument("--only", help="make just this model (e.g. tiny-phi3)")
     a = ap.parse_args()
+    want = lambda name: a.only in (None, name)  # noqa: E731
     OUT.mkdir(parents=True, exist_ok=True)
     qwen3 = Qwen3Config(**COMMON, rope_theta=1000000.0, tie_word_embeddings=True)
-    convert(tiny("tiny-qwen3", Qwen3ForCausalLM(qwen3)), "tiny-qwen3", a.llama_cpp)
+    if want("tiny-qwen3"):
+        convert(tiny("tiny-qwen3", Qwen3ForCausalLM(qwen3)), "tiny-qwen3", a.llama_cpp)
     mistral = MistralConfig(**COMMON, rope_theta=1000000.0, tie_word_embeddings=False,
                             sliding_window=None)
-    convert(tiny("tiny-mistral-hd", MistralForCausalLM(mistral)), "tiny-mistral-hd", a.llama_cpp)
+    if want("tiny-mistral-hd"):
+        convert(tiny("tiny-mistral-hd", MistralForCausalLM(mistral)), "tiny-mistral-hd", a.llama_cpp)
     llama32 = LlamaConfig(**dict(COMMON, head_dim=16), rope_theta=500000.0, tie_word_embeddings=True,
                           rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                                         "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
-    convert(tiny("tiny-llama32", LlamaForCausalLM(llama32)), "tiny-llama32", a.llama_cpp)
+    if want("tiny-llama32"):
+        convert(tiny("tiny-llama32", LlamaForCausalLM(llama32)), "tiny-llama32", a.llama_cpp)
+    g = torch.Generator().manual_seed(7)
+    short = (1.0 + torch.rand(6, generator=g)).tolist()
+    long = (1.0 + 8.0 * torch.rand(6, generator=g)).tolist()
+    phi3 = Phi3Config(**{k: v for k, v in COMMON.items() if k != "head_dim"}, rope_theta=10000.0,
+                      tie_word_embeddings=False, sliding_window=None, bos_token_id=1, eos_token_id=2,
+                      pad_token_id=0, original_max_position_embeddings=16,
+                      rope_scaling={"rope_type": "longrope", "short_factor": short, "long_factor": long,
+                                    "partial_rotary_factor": 0.75, "rope_theta": 10000.0})
+    if want("tiny-phi3"):
+        convert(tiny("tiny-phi3", Phi3ForCausalLM(phi3)), "tiny-phi3", a.llama_cpp)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ Makes:
                                            (models/templates/Qwen-Qwen3-0.6B.jinja;
                                            env PAGODA_LLAMA_CPP: the llama.cpp sources;
                                            when unset the existing copy is reused)
+  tests/data/chat/phi-3.5-mini-instruct.jinja  Phi-3.5-mini-instruct's template
+                                           (<|user|>..<|end|><|assistant|>), as
+                                           llama.cpp vendors it (models/templates/
+                                           microsoft-Phi-3.5-mini-instruct.jinja; same env)
   tests/data/chat/<name>.cases.json        conversations and the rendered prompt
                                            (or the error jinja2 raised) per template
   tests/data/chat/snippets.json            small templates with jinja2's output/error
@@ -69,6 +73,8 @@ FAMILIES = {
     "phi-4-mini-instruct": ("<|endoftext|>", "<|endoftext|>"),
     # Qwen3's tokenizer_config.json: bos_token null (the template uses none), eos <|im_end|>.
     "qwen3": ("<|endoftext|>", "<|im_end|>"),
+    # Phi-3.5-mini-instruct's tokenizer_config.json: bos <s>, eos <|endoftext|>.
+    "phi-3.5-mini-instruct": ("<s>", "<|endoftext|>"),
     "stress": ("<s>", "</s>"),
 }
 
@@ -93,6 +99,15 @@ def copy_qwen3():
         shutil.copyfile(pathlib.Path(src) / "models" / "templates" / "Qwen-Qwen3-0.6B.jinja", OUT / "qwen3.jinja")
     elif not (OUT / "qwen3.jinja").exists():
         sys.exit("no PAGODA_LLAMA_CPP and no existing tests/data/chat/qwen3.jinja")
+
+
+def copy_phi35():
+    src = os.environ.get("PAGODA_LLAMA_CPP")
+    if src:
+        shutil.copyfile(pathlib.Path(src) / "models" / "templates" / "microsoft-Phi-3.5-mini-instruct.jinja",
+                        OUT / "phi-3.5-mini-instruct.jinja")
+    elif not (OUT / "phi-3.5-mini-instruct.jinja").exists():
+        sys.exit("no PAGODA_LLAMA_CPP and no existing tests/data/chat/phi-3.5-mini-instruct.jinja")
 
 
 def copy_shared():
@@ -167,6 +182,7 @@ def main():
     extract_smollm2()
     copy_shared()
     copy_qwen3()
+    copy_phi35()
     gen_conversations()
     gen_snippets()
 

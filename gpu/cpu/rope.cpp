@@ -42,8 +42,8 @@ void rope_token(const RopeParams& p, size_t t, float* cos_t, float* sin_t) {
   const double pos = p.positions[t];
   for (int32_t i = 0; i < pairs; ++i) {
     const double angle = pos * double(p.inv_freq[i]);
-    cos_t[i] = float(std::cos(angle));
-    sin_t[i] = float(std::sin(angle));
+    cos_t[i] = float(std::cos(angle)) * p.scale;
+    sin_t[i] = float(std::sin(angle)) * p.scale;
   }
   rotate_heads(p.q + int64_t(t) * p.q_stride, p.num_q_heads, p.head_dim, pairs, p.style, cos_t,
                sin_t);

@@ -28,8 +28,8 @@ __global__ void __launch_bounds__(kThreads) rope_kernel(RopeParams p) {
   const double pos = p.positions[t];
   for (int32_t i = threadIdx.x; i < pairs; i += kThreads) {
     const double angle = pos * double(p.inv_freq[i]);
-    cos_t[i] = float(cos(angle));
-    sin_t[i] = float(sin(angle));
+    cos_t[i] = float(cos(angle)) * p.scale;
+    sin_t[i] = float(sin(angle)) * p.scale;
   }
   __syncthreads();
   const int32_t k_heads = p.k == nullptr ? 0 : p.num_kv_heads;
