@@ -29,8 +29,8 @@
 // as output. Before booking, when the best waiting group would not fit (slots
 // or blocks) and its client has nothing running, fair preempts the newest
 // running group of the client with the highest counter, if that counter is
-// above the waiting client's plus the group's prompt cost and the group was
-// never a fairness victim before (preempt_for_fairness). priority orders waiting candidates and running groups by
+// above the waiting client's and the group was never a fairness victim
+// before (preempt_for_fairness). priority orders waiting candidates and running groups by
 // (options.priority, arrival), so the booker's victims (the tail) are the
 // largest values; before booking, when the best waiting group would not fit
 // by the last booking's block counts (or the sequence limit), running groups

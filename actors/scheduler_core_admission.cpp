@@ -308,11 +308,9 @@ void SchedulerCore::preempt_for_fairness() {
   if (blocks_to_admit(*best) > int64_t(block_stats_.total) - block_stats_.watermark) return;
   int64_t available = int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
   int32_t slots = running_seq_slots();
-  // The waiting client's counter once admitted: a victim's client stays above it.
-  const double after = fair_.counter(client) +
-                       (best->charged ? 0.0 : fair_.prompt_cost(client, best->seqs[0].prompt_len));
+  const double floor = fair_.counter(client);
   while (!fits_now(*best, available, slots)) {
-    GroupPtr victim = fairness_victim(after);
+    GroupPtr victim = fairness_victim(floor);
     if (victim == nullptr) return;
     victim->fair_victim = true;
     available += blocks_held(*victim);

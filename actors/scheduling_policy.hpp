@@ -1,5 +1,5 @@
 // SchedulingPolicy: the order in which the scheduler core admits waiting
-// groups (and, for `priority`, which running group it preempts).
+// groups (and, for `priority` and `fair`, which running group it preempts).
 //   fcfs     arrival order; a preempted group goes back to the front.
 //   fair     the Virtual Token Counter (actors/fair_share.hpp): the head
 //            request of the backlogged client with the least weighted
@@ -10,21 +10,24 @@
 //            counts, the newest running group of the client with the
 //            highest counter is preempted, if
 //              (a) C has no running group (C is not being served at all),
-//              (b) that client's counter exceeds C's counter plus W's prompt
-//                  cost (what admitting W charges), and
+//              (b) that client's counter is above C's, and
 //              (c) the group was never a fairness victim before.
-//            (b) keeps the VTC order after the swap: C, even charged, is
-//            still below the victim's client, so the victim (re-queued at
-//            the front, already charged) can never preempt back, and two
-//            clients within one request's cost of each other never trade
-//            places: no ping-pong. (a) limits the preemptions to one per
-//            admission of a client nothing of which runs, and (c) bounds the
-//            recomputed work to once per group; with a finite number of
-//            requests every one finishes (no livelock). The service-
-//            difference bound of fair_share.hpp is kept: preemption charges
-//            nothing (no prompt re-charge, no output re-charge for the
-//            recomputed tokens) and only ever moves a slot from a higher to
-//            a lower counter, which is the order VTC admits in anyway.
+//            (a) allows one victim per admission of a client nothing of
+//            which runs (more only while W still lacks blocks), and (c)
+//            recomputes a group at most once for fairness: with finitely
+//            many requests every one finishes (no livelock, no thrashing).
+//            No margin of one request's cost in (b): the lift puts a client
+//            that becomes backlogged exactly at the flood's counter, so a
+//            margin would hold W back until the flood's output charges
+//            exceed W's prompt cost (several steps); the strict > already
+//            waits the one step in which the flood is charged. A swap back
+//            needs the victim's client to have nothing running and a
+//            counter below C's once charged: then it is VTC's own order,
+//            and (c) ends it there. The service-difference bound of
+//            fair_share.hpp is kept: preemption charges nothing (the prompt
+//            is not charged again, recomputed tokens are not charged as
+//            output) and only moves a slot from a higher counter to a lower
+//            one, the order VTC admits in anyway.
 //   priority SamplingOptions::priority, lower first (vLLM's meaning), FCFS
 //            within a value; running groups are ordered the same way, so the
 //            lowest-priority one is preempted first, and a waiting group
