@@ -3,6 +3,8 @@
 // never fit; and the admission order of the scheduling policies (fcfs, fair,
 // priority; see scheduler_core.hpp).
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 #include "actors/scheduler_core.hpp"
 
@@ -302,15 +304,11 @@ void SchedulerCore::preempt_for_fairness() {
   GroupPtr best = best_waiting();
   if (best == nullptr) return;
   const std::string& client = best->options.client;
-  for (GroupPtr r : running_) {
-    if (r->options.client == client && !r->all_finished()) return;  // it is being served
-  }
   if (blocks_to_admit(*best) > int64_t(block_stats_.total) - block_stats_.watermark) return;
   int64_t available = int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
   int32_t slots = running_seq_slots();
-  const double floor = fair_.counter(client);
   while (!fits_now(*best, available, slots)) {
-    GroupPtr victim = fairness_victim(floor);
+    GroupPtr victim = fairness_victim(*best);
     if (victim == nullptr) return;
     victim->fair_victim = true;
     available += blocks_held(*victim);
@@ -320,13 +318,19 @@ void SchedulerCore::preempt_for_fairness() {
 }
 
 // The newest running group, never a victim before, of the client with the
-// highest counter above `above`; nullptr when there is none.
-SchedulerCore::GroupPtr SchedulerCore::fairness_victim(double above) const {
+// highest counter above w's client's, that client holding at least as many
+// sequence slots as w's client would with w; nullptr when there is none.
+SchedulerCore::GroupPtr SchedulerCore::fairness_victim(const SequenceGroup& w) const {
+  std::unordered_map<std::string_view, int32_t> held;  // running slots per client
+  for (GroupPtr r : running_) {
+    if (!r->all_finished()) held[r->options.client] += seq_slots(*r);
+  }
+  const int32_t wanted = held[w.options.client] + seq_slots(w);
   GroupPtr victim = nullptr;
-  double top = above;
+  double top = fair_.counter(w.options.client);
   for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
     GroupPtr r = *it;
-    if (r->fair_victim || r->all_finished()) continue;
+    if (r->fair_victim || r->all_finished() || held[r->options.client] < wanted) continue;
     const double c = fair_.counter(r->options.client);
     if (c > top) {  // strict: among equals the newest (met first) stays
       top = c;

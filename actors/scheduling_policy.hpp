@@ -9,22 +9,26 @@
 //            before a booking, while W would not fit by the last booking's
 //            counts, the newest running group of the client with the
 //            highest counter is preempted, if
-//              (a) C has no running group (C is not being served at all),
+//              (a) that client holds at least as many sequence slots as
+//                  C would with W (C is served less than it, not only
+//                  cheaper: no trading places between equals),
 //              (b) that client's counter is above C's, and
 //              (c) the group was never a fairness victim before.
-//            (a) allows one victim per admission of a client nothing of
-//            which runs (more only while W still lacks blocks), and (c)
-//            recomputes a group at most once for fairness: with finitely
-//            many requests every one finishes (no livelock, no thrashing).
+//            (a) and (b) make a preemption move a slot from a client that
+//            holds more and has had more to one that holds less and has had
+//            less; (c) recomputes a group at most once for fairness: with
+//            finitely many requests every one finishes (no livelock, no
+//            thrashing). (a) is not "C has nothing running": a light client
+//            whose previous request still decodes would then wait for a
+//            slot again (the bench's light client overlaps its requests).
 //            No margin of one request's cost in (b): the lift puts a client
 //            that becomes backlogged exactly at the flood's counter, so a
 //            margin would hold W back until the flood's output charges
 //            exceed W's prompt cost (several steps); the strict > already
 //            waits the one step in which the flood is charged. A swap back
-//            needs the victim's client to have nothing running and a
-//            counter below C's once charged: then it is VTC's own order,
-//            and (c) ends it there. The service-difference bound of
-//            fair_share.hpp is kept: preemption charges nothing (the prompt
+//            needs the victim's client to fall below C's counter and slots:
+//            then it is VTC's own order, and (c) bounds it. The service-
+//            difference bound of fair_share.hpp is kept: preemption charges nothing (the prompt
 //            is not charged again, recomputed tokens are not charged as
 //            output) and only moves a slot from a higher counter to a lower
 //            one, the order VTC admits in anyway.
