@@ -325,6 +325,32 @@ TEST(SchedulingPolicy, FairNeverPreemptsForAClientWithAHigherCounter) {
   EXPECT_EQ(rig.tokens.at(5), 4);
 }
 
+// (a): a light client whose first request still runs (1 slot of 4) preempts
+// again for its second, since the flood holds 3 >= 2; a third would not
+// (2 + 1 > 2 left to the flood).
+TEST(SchedulingPolicy, FairPreemptsWhileTheLightClientHoldsFewerSlots) {
+  Rig rig(SchedulingPolicy::fair, 256, 4, 4);
+  for (RequestId id = 1; id <= 8; ++id) rig.add(id, 8, 40, "heavy");
+  for (int i = 0; i < 3; ++i) rig.step();
+  rig.add(100, 8, 40, "light");
+  for (int i = 0; i < 4; ++i) rig.step();
+  ASSERT_TRUE(rig.first_token.contains(100));
+  EXPECT_EQ(rig.core->stats().preemptions, 1u);
+  const int at = rig.steps;
+  rig.add(101, 8, 40, "light");
+  for (int i = 0; i < 4; ++i) rig.step();
+  ASSERT_TRUE(rig.first_token.contains(101));
+  EXPECT_LE(rig.first_token.at(101) - at, 2);
+  EXPECT_EQ(rig.core->stats().preemptions, 2u);
+  rig.add(102, 8, 4, "light");
+  for (int i = 0; i < 4; ++i) rig.step();
+  EXPECT_EQ(rig.core->stats().preemptions, 2u);
+  EXPECT_FALSE(rig.first_token.contains(102));  // it waits for a slot
+  rig.run_all();
+  for (RequestId id : {1, 2, 3, 4, 5, 6, 7, 8, 100, 101}) EXPECT_EQ(rig.tokens.at(id), 40) << id;
+  EXPECT_EQ(rig.tokens.at(102), 4);
+}
+
 TEST(SchedulingPolicy, PolicyNamesRoundTrip) {
   for (SchedulingPolicy p : {SchedulingPolicy::fcfs, SchedulingPolicy::fair, SchedulingPolicy::priority}) {
     EXPECT_EQ(parse_scheduling_policy(scheduling_policy_name(p)), p);
