@@ -101,7 +101,8 @@ BookingRequest SchedulerCore::prepare() {
   r.step_id = ++step_id_;
   booking_ = true;
   book_again_ = false;
-  preempt_for_priority();  // its frees ride on this booking
+  preempt_for_priority();  // their frees ride on this booking
+  preempt_for_fairness();
   take_outbox(r);
   r.budget = config_.max_num_batched_tokens;
   r.max_num_seqs = config_.max_num_seqs;

@@ -26,7 +26,12 @@
 // fcfs is the above. fair orders the waiting candidates with the Virtual
 // Token Counter (fair_share()): client = options.client; a group's prompt
 // is charged once, at its first admission; every sampled token is charged
-// as output. priority orders waiting candidates and running groups by
+// as output. Before booking, when the best waiting group would not fit (slots
+// or blocks), fair preempts the newest running group of the client with the
+// highest counter, if that counter is above the waiting client's, that
+// client holds at least as many sequence slots as the waiting one would
+// with the group, and the victim was never a fairness victim before
+// (preempt_for_fairness). priority orders waiting candidates and running groups by
 // (options.priority, arrival), so the booker's victims (the tail) are the
 // largest values; before booking, when the best waiting group would not fit
 // by the last booking's block counts (or the sequence limit), running groups
@@ -242,6 +247,11 @@ class SchedulerCore {
   void unqueue(GroupPtr g);
   void insert_running(GroupPtr g);
   void preempt_for_priority();
+  // fair: the rule and its guards are in scheduling_policy.hpp.
+  void preempt_for_fairness();
+  GroupPtr best_waiting() const;  // the first admissible group in waiting_order()
+  GroupPtr fairness_victim(const SequenceGroup& w) const;
+  bool fits_now(const SequenceGroup& g, int64_t available, int32_t slots) const;
   int64_t blocks_to_admit(const SequenceGroup& g) const;
   int64_t blocks_held(const SequenceGroup& g) const;
   void take_outbox(BookingRequest& r);

@@ -3,6 +3,8 @@
 // never fit; and the admission order of the scheduling policies (fcfs, fair,
 // priority; see scheduler_core.hpp).
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 #include "actors/scheduler_core.hpp"
 
@@ -254,6 +256,19 @@ int64_t SchedulerCore::blocks_held(const SequenceGroup& g) const {
   return held;
 }
 
+SchedulerCore::GroupPtr SchedulerCore::best_waiting() const {
+  for (GroupPtr g : waiting_order()) {
+    if (!g->all_finished() && !g->cancel_requested) return g;
+  }
+  return nullptr;
+}
+
+// Whether g would be admitted with `available` blocks and `slots` sequence
+// slots taken (the booker's counts; prefix hits ignored).
+bool SchedulerCore::fits_now(const SequenceGroup& g, int64_t available, int32_t slots) const {
+  return blocks_to_admit(g) <= available && slots + seq_slots(g) <= config_.max_num_seqs;
+}
+
 // priority: the best waiting group takes the place of running groups of a
 // larger value when, by the last booking's counts, it would not fit. The
 // estimate ignores prefix hits and frees still in the outbox, so it may
@@ -263,26 +278,66 @@ void SchedulerCore::preempt_for_priority() {
       block_stats_.block_size <= 0) {
     return;
   }
-  GroupPtr best = nullptr;
-  for (GroupPtr g : waiting_order()) {
-    if (!g->all_finished() && !g->cancel_requested) {
-      best = g;
-      break;
-    }
-  }
+  GroupPtr best = best_waiting();
   if (best == nullptr) return;
   const int64_t need = blocks_to_admit(*best);
   if (need > int64_t(block_stats_.total) - block_stats_.watermark) return;  // never fits: the booker says so
   int64_t available = int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
   int32_t slots = running_seq_slots();
   while (!running_.empty()) {
-    if (need <= available && slots + seq_slots(*best) <= config_.max_num_seqs) return;
+    if (fits_now(*best, available, slots)) return;
     GroupPtr victim = running_.back();
     if (victim->options.priority <= best->options.priority) return;
     available += blocks_held(*victim);
     slots -= seq_slots(*victim);
     preempt(*victim);
   }
+}
+
+// fair (rule and guards: scheduling_policy.hpp). The same block estimate as
+// priority; the victims go back to the front, already charged.
+void SchedulerCore::preempt_for_fairness() {
+  if (config_.policy != SchedulingPolicy::fair || waiting_.empty() || running_.empty() ||
+      block_stats_.block_size <= 0) {
+    return;
+  }
+  GroupPtr best = best_waiting();
+  if (best == nullptr) return;
+  const std::string& client = best->options.client;
+  if (blocks_to_admit(*best) > int64_t(block_stats_.total) - block_stats_.watermark) return;
+  int64_t available = int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
+  int32_t slots = running_seq_slots();
+  while (!fits_now(*best, available, slots)) {
+    GroupPtr victim = fairness_victim(*best);
+    if (victim == nullptr) return;
+    victim->fair_victim = true;
+    available += blocks_held(*victim);
+    slots -= seq_slots(*victim);
+    preempt(*victim);
+  }
+}
+
+// The newest running group, never a victim before, of the client with the
+// highest counter above w's client's, that client holding at least as many
+// sequence slots as w's client would with w; nullptr when there is none.
+SchedulerCore::GroupPtr SchedulerCore::fairness_victim(const SequenceGroup& w) const {
+  std::unordered_map<std::string_view, int32_t> held;  // running slots per client
+  for (GroupPtr r : running_) {
+    if (!r->all_finished()) held[r->options.client] += seq_slots(*r);
+  }
+  const int32_t wanted = held[w.options.client] + seq_slots(w);
+  GroupPtr victim = nullptr;
+  double top = fair_.counter(w.options.client);
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    GroupPtr r = *it;
+    if (r->fair_victim || r->all_finished() || held[r->options.client] < wanted) continue;
+    const double c = fair_.counter(r->options.client);
+    if (c > top) {  // strict: among equals the newest (met first) stays
+      top = c;
+      victim = r;
+    }
+  }
+  return victim;
 }
 
 void SchedulerCore::release_seq(SeqId id) {

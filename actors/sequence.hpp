@@ -86,6 +86,7 @@ struct SequenceGroup {
   std::shared_ptr<BeamState> beam;   // beam search only
   uint64_t arrival = 0;              // order of add_group (FCFS within a priority or client)
   bool charged = false;              // fair sharing: its prompt was charged (first admission)
+  bool fair_victim = false;          // fair sharing: preempted once to admit a lower counter
 
   // Sequences that take part in scheduling: the leader before the fork,
   // afterwards every unfinished one.

@@ -235,6 +235,122 @@ TEST(SchedulingPolicy, FairNeedsAsManyStepsAsFcfsUnderAFlood) {
   }
 }
 
+// Every sequence slot taken: a heavy client keeps 4 slots busy with long
+// requests and a queue behind them; a light client sends a short request
+// every 25 steps. Without preemption the light request waits for a slot to
+// free (fcfs: for the whole queue); fair preempts the newest heavy group.
+struct SaturatedRun {
+  int steps = 0;
+  int light_max_wait = 0;  // steps from arrival to first token, worst
+  double light_wait = 0.0;  // mean
+  int lights = 0;
+  uint64_t preemptions = 0;
+  bool all_finished = true;  // every request produced all its tokens and ended
+  bool blocks_back = false;  // every block free or cached at the end
+};
+SaturatedRun saturated(SchedulingPolicy policy, int32_t blocks) {
+  Rig rig(policy, blocks, 4, 4, 64);
+  std::map<RequestId, int> arrived, max_tokens;
+  RequestId heavy = 1, light = 1000;
+  auto add = [&](RequestId id, int32_t prompt, int32_t out, const char* client) {
+    arrived[id] = rig.steps;
+    max_tokens[id] = out;
+    rig.add(id, prompt, out, client);
+  };
+  for (int i = 0; i < 8; ++i) add(heavy++, 12, 30, "heavy");
+  for (int t = 0; t < 300; ++t) {
+    if (t % 6 == 0) add(heavy++, 12, 30, "heavy");  // 4 slots x 30 tokens: one per 7.5 steps
+    if (t % 25 == 12) add(light++, 12, 6, "light");
+    rig.step();
+  }
+  rig.run_all();
+  SaturatedRun out;
+  out.steps = rig.steps;
+  for (auto [id, n] : max_tokens) {
+    out.all_finished &= rig.done.contains(id) && rig.tokens[id] == n;
+  }
+  for (RequestId id = 1000; id < light; ++id) {
+    if (!rig.first_token.contains(id)) continue;
+    const int w = rig.first_token.at(id) - arrived.at(id);
+    out.light_max_wait = std::max(out.light_max_wait, w);
+    out.light_wait += w;
+  }
+  out.lights = int(light - 1000);
+  out.light_wait /= out.lights;
+  out.preemptions = rig.core->stats().preemptions;
+  const BlockManager& bm = rig.core->block_manager();
+  out.blocks_back = bm.num_free_blocks() + bm.num_cached_blocks() == bm.total_blocks() &&
+                    !rig.core->has_unfinished();
+  std::printf("%s %d blocks: steps %d; light wait mean %.2f max %d; preemptions %lu\n",
+              std::string(scheduling_policy_name(policy)).c_str(), blocks, out.steps, out.light_wait,
+              out.light_max_wait, (unsigned long)out.preemptions);
+  return out;
+}
+
+TEST(SchedulingPolicy, FairPreemptsTheFloodForALightClientWhenEverySlotIsTaken) {
+  // 256 blocks: the slots bind; 40 blocks: the KV cache binds too (4 heavy
+  // groups of 42 tokens need 44 blocks).
+  for (int32_t blocks : {256, 40}) {
+    SCOPED_TRACE(blocks);
+    const SaturatedRun fcfs = saturated(SchedulingPolicy::fcfs, blocks);
+    const SaturatedRun fair = saturated(SchedulingPolicy::fair, blocks);
+    EXPECT_TRUE(fcfs.all_finished && fair.all_finished);
+    EXPECT_TRUE(fcfs.blocks_back && fair.blocks_back);
+    EXPECT_GT(fcfs.light_max_wait, 20);   // the scenario keeps every slot taken
+    EXPECT_LE(fair.light_max_wait, 2);    // admitted at the next step, or the one after
+    EXPECT_NEAR(double(fair.steps), double(fcfs.steps), 0.03 * fcfs.steps);
+    // One victim per light admission (two when the blocks bind too) beyond fcfs's own.
+    EXPECT_LE(fair.preemptions, fcfs.preemptions + uint64_t(fair.lights) * (blocks < 256 ? 2 : 1));
+  }
+}
+
+// (b): a waiting client with nothing running but a counter above the
+// running client's preempts nobody. b's long prompt (600) runs beside a's
+// two groups; once it is done, a third a group fills the slots and b's
+// next request waits for one to free (a's counter, 6 a step, stays below).
+TEST(SchedulingPolicy, FairNeverPreemptsForAClientWithAHigherCounter) {
+  Rig rig(SchedulingPolicy::fair, 256, 4, 3);
+  rig.add(1, 8, 40, "a");
+  rig.add(2, 600, 1, "b");
+  rig.add(3, 8, 40, "a");
+  for (int i = 0; i < 5 && !rig.done.contains(2); ++i) rig.step();
+  ASSERT_TRUE(rig.done.contains(2));
+  rig.add(4, 8, 40, "a");
+  rig.step();
+  rig.add(5, 8, 4, "b");
+  ASSERT_GT(rig.core->fair_share().counter("b"), rig.core->fair_share().counter("a"));
+  rig.run_all();
+  EXPECT_EQ(rig.core->stats().preemptions, 0u);
+  EXPECT_GT(rig.first_token.at(5), rig.done.at(1));  // it waited for a slot
+  EXPECT_EQ(rig.tokens.at(5), 4);
+}
+
+// (a): a light client whose first request still runs (1 slot of 4) preempts
+// again for its second, since the flood holds 3 >= 2; a third would not
+// (2 + 1 > 2 left to the flood).
+TEST(SchedulingPolicy, FairPreemptsWhileTheLightClientHoldsFewerSlots) {
+  Rig rig(SchedulingPolicy::fair, 256, 4, 4);
+  for (RequestId id = 1; id <= 8; ++id) rig.add(id, 8, 40, "heavy");
+  for (int i = 0; i < 3; ++i) rig.step();
+  rig.add(100, 8, 40, "light");
+  for (int i = 0; i < 4; ++i) rig.step();
+  ASSERT_TRUE(rig.first_token.contains(100));
+  EXPECT_EQ(rig.core->stats().preemptions, 1u);
+  const int at = rig.steps;
+  rig.add(101, 8, 40, "light");
+  for (int i = 0; i < 4; ++i) rig.step();
+  ASSERT_TRUE(rig.first_token.contains(101));
+  EXPECT_LE(rig.first_token.at(101) - at, 2);
+  EXPECT_EQ(rig.core->stats().preemptions, 2u);
+  rig.add(102, 8, 4, "light");
+  for (int i = 0; i < 4; ++i) rig.step();
+  EXPECT_EQ(rig.core->stats().preemptions, 2u);
+  EXPECT_FALSE(rig.first_token.contains(102));  // it waits for a slot
+  rig.run_all();
+  for (RequestId id : {1, 2, 3, 4, 5, 6, 7, 8, 100, 101}) EXPECT_EQ(rig.tokens.at(id), 40) << id;
+  EXPECT_EQ(rig.tokens.at(102), 4);
+}
+
 TEST(SchedulingPolicy, PolicyNamesRoundTrip) {
   for (SchedulingPolicy p : {SchedulingPolicy::fcfs, SchedulingPolicy::fair, SchedulingPolicy::priority}) {
     EXPECT_EQ(parse_scheduling_policy(scheduling_policy_name(p)), p);
