@@ -94,6 +94,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -246,6 +247,8 @@ class SchedulerCore {
   void enqueue(GroupPtr g, bool front);
   void unqueue(GroupPtr g);
   void insert_running(GroupPtr g);
+  using VictimPick = std::function<GroupPtr(const SequenceGroup& best)>;
+  void preempt_until_fits(SchedulingPolicy policy, const VictimPick& pick);
   void preempt_for_priority();
   // fair: the rule and its guards are in scheduling_policy.hpp.
   void preempt_for_fairness();

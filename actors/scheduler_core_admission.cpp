@@ -269,52 +269,47 @@ bool SchedulerCore::fits_now(const SequenceGroup& g, int64_t available, int32_t 
   return blocks_to_admit(g) <= available && slots + seq_slots(g) <= config_.max_num_seqs;
 }
 
-// priority: the best waiting group takes the place of running groups of a
-// larger value when, by the last booking's counts, it would not fit. The
-// estimate ignores prefix hits and frees still in the outbox, so it may
+// Both preempting policies: while the best waiting group would not fit by
+// the last booking's counts, preempt the group `pick` names (nullptr: stop).
+// The estimate ignores prefix hits and frees still in the outbox, so it may
 // preempt one group more than needed; the victims are recomputed later.
-void SchedulerCore::preempt_for_priority() {
-  if (config_.policy != SchedulingPolicy::priority || waiting_.empty() || running_.empty() ||
+void SchedulerCore::preempt_until_fits(SchedulingPolicy policy, const VictimPick& pick) {
+  if (config_.policy != policy || waiting_.empty() || running_.empty() ||
       block_stats_.block_size <= 0) {
     return;
   }
   GroupPtr best = best_waiting();
   if (best == nullptr) return;
-  const int64_t need = blocks_to_admit(*best);
-  if (need > int64_t(block_stats_.total) - block_stats_.watermark) return;  // never fits: the booker says so
+  if (blocks_to_admit(*best) > int64_t(block_stats_.total) - block_stats_.watermark) return;  // never fits: the booker says so
   int64_t available = int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
   int32_t slots = running_seq_slots();
-  while (!running_.empty()) {
-    if (fits_now(*best, available, slots)) return;
-    GroupPtr victim = running_.back();
-    if (victim->options.priority <= best->options.priority) return;
+  while (!fits_now(*best, available, slots)) {
+    GroupPtr victim = pick(*best);
+    if (victim == nullptr) return;
     available += blocks_held(*victim);
     slots -= seq_slots(*victim);
     preempt(*victim);
   }
 }
 
-// fair (rule and guards: scheduling_policy.hpp). The same block estimate as
-// priority; the victims go back to the front, already charged.
+// priority: the best waiting group takes the place of running groups of a
+// larger value, the newest first.
+void SchedulerCore::preempt_for_priority() {
+  preempt_until_fits(SchedulingPolicy::priority, [this](const SequenceGroup& best) -> GroupPtr {
+    if (running_.empty()) return nullptr;
+    GroupPtr victim = running_.back();
+    return victim->options.priority > best.options.priority ? victim : nullptr;
+  });
+}
+
+// fair (rule and guards: scheduling_policy.hpp); the victims go back to the
+// front, already charged, and are never chosen again.
 void SchedulerCore::preempt_for_fairness() {
-  if (config_.policy != SchedulingPolicy::fair || waiting_.empty() || running_.empty() ||
-      block_stats_.block_size <= 0) {
-    return;
-  }
-  GroupPtr best = best_waiting();
-  if (best == nullptr) return;
-  const std::string& client = best->options.client;
-  if (blocks_to_admit(*best) > int64_t(block_stats_.total) - block_stats_.watermark) return;
-  int64_t available = int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
-  int32_t slots = running_seq_slots();
-  while (!fits_now(*best, available, slots)) {
-    GroupPtr victim = fairness_victim(*best);
-    if (victim == nullptr) return;
-    victim->fair_victim = true;
-    available += blocks_held(*victim);
-    slots -= seq_slots(*victim);
-    preempt(*victim);
-  }
+  preempt_until_fits(SchedulingPolicy::fair, [this](const SequenceGroup& best) -> GroupPtr {
+    GroupPtr victim = fairness_victim(best);
+    if (victim != nullptr) victim->fair_victim = true;
+    return victim;
+  });
 }
 
 // The newest running group, never a victim before, of the client with the
