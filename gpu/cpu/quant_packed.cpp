@@ -37,8 +37,6 @@ uint32_t high_bits(WeightFormat f, const uint8_t* src) {
   return uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 | uint32_t(qh[3]) << 24;
 }
 
-bool is_q5(WeightFormat f) { return f == WeightFormat::Q5_0 || f == WeightFormat::Q5_1; }
-
 // IQ4_XS: sub-block s (0..7) of a super-block at src into row r's tile.
 void pack_iq4_xs(const uint8_t* src, int s, int r, uint8_t* tile) {
   const auto* b = reinterpret_cast<const BlockIQ4_XS*>(src);
@@ -62,7 +60,7 @@ void pack_block(WeightFormat f, const uint8_t* src, int r, uint8_t* tile) {
   if (packed_has_offset(f)) std::memcpy(tile + 32 + 2 * r, src + 2, 2);  // m
   const uint8_t* qs = nibbles(f, src);
   for (int c = 0; c < 4; ++c) std::memcpy(q + 64 * c + 4 * r, qs + 4 * c, 4);
-  if (!is_q5(f)) return;
+  if (!packed_five_bit(f)) return;
   const uint32_t qh = high_bits(f, src);
   uint8_t* plane = tile + packed_hibit_offset(f);
   for (int t = 0; t < 4; ++t) {

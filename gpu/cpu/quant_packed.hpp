@@ -75,6 +75,17 @@ constexpr int64_t packed_tile_bytes(WeightFormat f) {
   }
 }
 
+// Whether a tile carries a Q5 high-bit plane (Q5_0, Q5_1).
+constexpr bool packed_five_bit(WeightFormat f) {
+  return f == WeightFormat::Q5_0 || f == WeightFormat::Q5_1;
+}
+
+// Whether the kernels read the weight as unsigned bytes q + 128: Q8_0's
+// stored bytes, IQ4's codebook values after the nibble lookup.
+constexpr bool packed_byte_form(WeightFormat f) {
+  return f == WeightFormat::Q8_0 || f == WeightFormat::IQ4_NL || f == WeightFormat::IQ4_XS;
+}
+
 // Whether the format adds a per-block offset m (the macc term).
 constexpr bool packed_has_offset(WeightFormat f) {
   return f == WeightFormat::Q4_1 || f == WeightFormat::Q5_1;

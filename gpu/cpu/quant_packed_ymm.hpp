@@ -26,13 +26,6 @@
 template <WeightFormat F>
 constexpr int64_t kHeader = packed_header_bytes(F);
 
-// Formats whose weight vectors are bytes q + 128 (Q8_0's stored form).
-template <WeightFormat F>
-constexpr bool kByteForm =
-    F == WeightFormat::Q8_0 || F == WeightFormat::IQ4_NL || F == WeightFormat::IQ4_XS;
-template <WeightFormat F>
-constexpr bool kFiveBit = F == WeightFormat::Q5_0 || F == WeightFormat::Q5_1;
-
 PAGODA_SIMD inline __m256i bcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -75,7 +68,7 @@ PAGODA_SIMD inline void unpack(const uint8_t* q, __m256i* v) {
       v[c] = _mm256_shuffle_epi8(lut, _mm256_and_si256(x, mask));
       v[c + 4] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(x, 4), mask));
     }
-  } else if constexpr (kFiveBit<F>) {
+  } else if constexpr (packed_five_bit(F)) {
     const __m256i plane = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 4 * 64));
     unpack5<0>(q, plane, v);
     unpack5<1>(q, plane, v);
@@ -97,7 +90,7 @@ PAGODA_SIMD inline __m256i partial(const __m256i* v, const ActBlock& a) {
   __m256i p0 = _mm256_setzero_si256();
   if constexpr (F == WeightFormat::Q4_0) p0 = _mm256_set1_epi32(-8 * a.sum);
   if constexpr (F == WeightFormat::Q5_0) p0 = _mm256_set1_epi32(-16 * a.sum);
-  if constexpr (kByteForm<F>) p0 = _mm256_set1_epi32(-128 * a.sum);
+  if constexpr (packed_byte_form(F)) p0 = _mm256_set1_epi32(-128 * a.sum);
   __m256i p1 = _mm256_setzero_si256();
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
@@ -107,7 +100,7 @@ PAGODA_SIMD inline __m256i partial(const __m256i* v, const ActBlock& a) {
   return _mm256_add_epi32(p0, p1);
 #else
   const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (kByteForm<F>) {
+  if constexpr (packed_byte_form(F)) {
     __m256i p = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) {
@@ -116,7 +109,7 @@ PAGODA_SIMD inline __m256i partial(const __m256i* v, const ActBlock& a) {
       p = _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), s), ones));
     }
     return p;
-  } else if constexpr (kFiveBit<F>) {
+  } else if constexpr (packed_five_bit(F)) {
     // v·a pairs <= 2·31·127; four chunks' sums <= 31496 fit int16.
     __m256i lo16 = _mm256_setzero_si256(), hi16 = _mm256_setzero_si256();
 #pragma GCC unroll 4

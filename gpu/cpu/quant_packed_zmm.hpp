@@ -34,13 +34,6 @@
 template <WeightFormat F>
 constexpr int64_t kHeader = packed_header_bytes(F);
 
-// Formats whose weight vectors are bytes q + 128 (Q8_0's stored form).
-template <WeightFormat F>
-constexpr bool kByteForm =
-    F == WeightFormat::Q8_0 || F == WeightFormat::IQ4_NL || F == WeightFormat::IQ4_XS;
-template <WeightFormat F>
-constexpr bool kFiveBit = F == WeightFormat::Q5_0 || F == WeightFormat::Q5_1;
-
 PAGODA_SIMD inline __m512i bcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -103,7 +96,7 @@ PAGODA_SIMD inline void unpack(const uint8_t* q, ZWeights& w) {
       set_byte_form(_mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(x, 4), mask)), w,
                     c + 4);
     }
-  } else if constexpr (kFiveBit<F>) {
+  } else if constexpr (packed_five_bit(F)) {
     const __m512i plane = _mm512_loadu_si512(q + 4 * 64);
     unpack5<0>(q, plane, w);
     unpack5<1>(q, plane, w);
@@ -126,7 +119,7 @@ PAGODA_SIMD inline __m512i partial(const ZWeights& w, const ActBlock& a) {
   __m512i p0 = _mm512_setzero_si512();
   if constexpr (F == WeightFormat::Q4_0) p0 = _mm512_set1_epi32(-8 * a.sum);
   if constexpr (F == WeightFormat::Q5_0) p0 = _mm512_set1_epi32(-16 * a.sum);
-  if constexpr (kByteForm<F>) p0 = _mm512_set1_epi32(-128 * a.sum);
+  if constexpr (packed_byte_form(F)) p0 = _mm512_set1_epi32(-128 * a.sum);
   __m512i p1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
@@ -136,7 +129,7 @@ PAGODA_SIMD inline __m512i partial(const ZWeights& w, const ActBlock& a) {
   return _mm512_add_epi32(p0, p1);
 #else
   const __m512i ones = _mm512_set1_epi16(1);
-  if constexpr (kByteForm<F>) {
+  if constexpr (packed_byte_form(F)) {
     // |w|·(a negated where w < 0): pairs <= 2·128·127 < 2^15.
     __m512i p = _mm512_setzero_si512();
 #pragma GCC unroll 8
@@ -146,7 +139,7 @@ PAGODA_SIMD inline __m512i partial(const ZWeights& w, const ActBlock& a) {
       p = _mm512_add_epi32(p, _mm512_madd_epi16(_mm512_maddubs_epi16(w.v[c], s), ones));
     }
     return p;
-  } else if constexpr (kFiveBit<F>) {
+  } else if constexpr (packed_five_bit(F)) {
     // v·a pairs <= 2·31·127 = 7874; four chunks' sums <= 31496 fit int16.
     __m512i lo16 = _mm512_setzero_si512(), hi16 = _mm512_setzero_si512();
 #pragma GCC unroll 4
