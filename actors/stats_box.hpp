@@ -34,14 +34,26 @@ class StatsBox {
   // not the one set() takes every step.
   static constexpr std::chrono::milliseconds kSnapshotInterval{100};
   static constexpr std::chrono::seconds kSnapshotInterest{5};
+  // Each capture is assembled once, by the first reader that sees it; later
+  // readers of the same capture copy that result.
   KvSnapshot read_snapshot() {
     std::shared_ptr<const KvCapture> latest;
+    std::shared_ptr<const KvSnapshot> done;
     {
       std::lock_guard<std::mutex> lock(snap_mu_);
       asked_ = std::chrono::steady_clock::now();
       latest = capture_;
+      if (assembled_from_ == latest) done = assembled_;
     }
-    return latest ? assemble(*latest) : KvSnapshot{};
+    if (latest == nullptr) return KvSnapshot{};
+    if (done != nullptr) return *done;
+    auto fresh = std::make_shared<const KvSnapshot>(assemble(*latest));
+    std::lock_guard<std::mutex> lock(snap_mu_);
+    if (capture_ == latest) {
+      assembled_ = fresh;
+      assembled_from_ = latest;
+    }
+    return *fresh;
   }
   bool snapshot_due(std::chrono::steady_clock::time_point now) const {
     std::lock_guard<std::mutex> lock(snap_mu_);
@@ -57,8 +69,10 @@ class StatsBox {
  private:
   mutable std::mutex mu_;  // stats_
   EngineStats stats_;
-  mutable std::mutex snap_mu_;  // capture_, asked_, published_
+  mutable std::mutex snap_mu_;  // capture_, assembled_*, asked_, published_
   std::shared_ptr<const KvCapture> capture_;
+  std::shared_ptr<const KvCapture> assembled_from_;  // the capture assembled_ was built from
+  std::shared_ptr<const KvSnapshot> assembled_;
   std::chrono::steady_clock::time_point asked_{}, published_{};
 };
 
