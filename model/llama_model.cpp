@@ -241,8 +241,8 @@ Result<void> LlamaModel::issue_step(const StagedStep& st, gpu::KvCache& cache) {
 // within the buckets.
 // Longrope models run eagerly: a graph would keep one table's address.
 int32_t LlamaModel::graph_bucket(const ForwardBatch& b) const {
-  if (!graphs_ || config().rope_scaling.type == RopeScalingType::kLongRope || b.arena == nullptr || b.num_tokens() != b.num_seqs() ||
-      b.num_logits_rows() > b.num_seqs()) {
+  if (!graphs_ || config().rope_scaling.type == RopeScalingType::kLongRope || b.arena == nullptr ||
+      b.num_tokens() != b.num_seqs() || b.num_logits_rows() > b.num_seqs()) {
     return 0;
   }
   return graphs_->bucket_for(b.num_seqs());
@@ -275,11 +275,14 @@ Result<const float*> LlamaModel::forward_graph(const ForwardBatch& b, gpu::KvCac
 
 Result<const float*> LlamaModel::forward_device(const ForwardBatch& batch, gpu::KvCache& cache) {
   // Longrope: transformers' choice, by the step's sequence length max(position) + 1.
+  // Other models skip the scan of the positions.
   const RopeScaling& rs = config().rope_scaling;
-  int64_t max_pos = -1;
-  for (int32_t p : batch.positions) max_pos = std::max<int64_t>(max_pos, p);
-  long_step_ = rs.type == RopeScalingType::kLongRope &&
-               max_pos + 1 > rs.original_max_position_embeddings;
+  long_step_ = false;
+  if (rs.type == RopeScalingType::kLongRope) {
+    int64_t max_pos = -1;
+    for (int32_t p : batch.positions) max_pos = std::max<int64_t>(max_pos, p);
+    long_step_ = max_pos + 1 > rs.original_max_position_embeddings;
+  }
   if (const int32_t bucket = graph_bucket(batch); bucket > 0) {
     return forward_graph(batch, cache, bucket);
   }
