@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <queue>
+#include <tuple>
 #include <utility>
 
 namespace pagoda::actors {
@@ -94,9 +95,17 @@ int32_t FairShare::queued(const std::string& client) const {
   return it == clients_.end() ? 0 : it->second.queued;
 }
 
+int32_t FairShare::running(const std::string& client) const {
+  auto it = clients_.find(client);
+  return it == clients_.end() ? 0 : std::max(0, it->second.requests - it->second.queued);
+}
+
 std::vector<size_t> FairShare::order(const std::vector<Candidate>& queue, size_t limit) const {
   // Per client, its requests in queue order; a min-heap of (tentative
-  // counter, head position, client slot).
+  // counter, requests running, head position, client slot). On equal counters
+  // the client with fewer requests running goes first: a client lifted from
+  // idle to the flooding client's counter ties with it, and the flood, which
+  // is being served already, should not win that tie by its older head.
   std::unordered_map<std::string_view, size_t> slot;
   std::vector<std::vector<size_t>> lists;
   for (size_t i = 0; i < queue.size(); ++i) {
@@ -104,22 +113,25 @@ std::vector<size_t> FairShare::order(const std::vector<Candidate>& queue, size_t
     if (fresh) lists.emplace_back();
     lists[it->second].push_back(i);
   }
-  using Head = std::pair<std::pair<double, size_t>, size_t>;
+  using Head = std::tuple<double, int32_t, size_t, size_t>;
   std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heap;
   std::vector<double> tentative(lists.size());
+  std::vector<int32_t> in_flight(lists.size());
   std::vector<size_t> next(lists.size(), 0);
   for (size_t k = 0; k < lists.size(); ++k) {
     tentative[k] = counter(*queue[lists[k][0]].client);
-    heap.push({{tentative[k], lists[k][0]}, k});
+    in_flight[k] = running(*queue[lists[k][0]].client);
+    heap.push({tentative[k], in_flight[k], lists[k][0], k});
   }
   std::vector<size_t> out;
   while (!heap.empty() && out.size() < limit) {
-    const size_t k = heap.top().second;
+    const size_t k = std::get<3>(heap.top());
     heap.pop();
     const Candidate& c = queue[lists[k][next[k]]];
     out.push_back(lists[k][next[k]]);
     if (!c.charged) tentative[k] += prompt_cost(*c.client, c.prompt_tokens);
-    if (++next[k] < lists[k].size()) heap.push({{tentative[k], lists[k][next[k]]}, k});
+    ++in_flight[k];  // the request just ordered would run before the next one
+    if (++next[k] < lists[k].size()) heap.push({tentative[k], in_flight[k], lists[k][next[k]], k});
   }
   return out;
 }

@@ -17,7 +17,8 @@
 // backlogged clients) or, with none backlogged, to max(counter, the counter
 // of the client that left the queue last): an idle client banks no credit.
 // Admission takes the head request of the backlogged client with the lowest
-// counter (order()); ties go to the client whose head came first.
+// counter (order()); ties go to the client with fewer requests running,
+// then to the client whose head came first.
 //
 // Bound (the property test checks it over random sequences): with every
 // prompt at most L tokens and at most M tokens generated between two
@@ -68,6 +69,9 @@ class FairShare {
 
   double counter(const std::string& client) const;  // 0 when unknown
   int32_t queued(const std::string& client) const;
+  // Requests of `client` started and not queued (running, or between queue
+  // and batch): start() count less queued(), never below 0.
+  int32_t running(const std::string& client) const;
   bool backlogged(const std::string& client) const { return queued(client) > 0; }
   double weight(const std::string& client) const;
   // The lowest counter of the backlogged clients (0 with none).

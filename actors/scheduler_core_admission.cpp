@@ -313,8 +313,9 @@ void SchedulerCore::preempt_for_fairness() {
 }
 
 // The newest running group, never a victim before, of the client with the
-// highest counter above w's client's, that client holding at least as many
-// sequence slots as w's client would with w; nullptr when there is none.
+// highest counter above w's client's (or equal to it, that client holding
+// more slots), that client holding at least as many sequence slots as w's
+// client would with w; nullptr when there is none.
 SchedulerCore::GroupPtr SchedulerCore::fairness_victim(const SequenceGroup& w) const {
   std::unordered_map<std::string_view, int32_t> held;  // running slots per client
   for (GroupPtr r : running_) {
@@ -322,12 +323,17 @@ SchedulerCore::GroupPtr SchedulerCore::fairness_victim(const SequenceGroup& w) c
   }
   const int32_t wanted = held[w.options.client] + seq_slots(w);
   GroupPtr victim = nullptr;
-  double top = fair_.counter(w.options.client);
+  const double own = fair_.counter(w.options.client);
+  double top = own;
   for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
     GroupPtr r = *it;
     if (r->fair_victim || r->all_finished() || held[r->options.client] < wanted) continue;
     const double c = fair_.counter(r->options.client);
-    if (c > top) {  // strict: among equals the newest (met first) stays
+    // A counter equal to w's client's (the lift's tie) qualifies only with
+    // strictly more slots held than w's client would hold: no swap between
+    // equals. Strict > between candidates: the newest (met first) of equals.
+    const bool tie_but_more = victim == nullptr && c == own && held[r->options.client] > wanted;
+    if (c > top || tie_but_more) {
       top = c;
       victim = r;
     }

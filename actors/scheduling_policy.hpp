@@ -12,7 +12,8 @@
 //              (a) that client holds at least as many sequence slots as
 //                  C would with W (C is served less than it, not only
 //                  cheaper: no trading places between equals),
-//              (b) that client's counter is above C's, and
+//              (b) that client's counter is above C's, or equal to it
+//                  with strictly more slots held than C would hold, and
 //              (c) the group was never a fairness victim before.
 //            (a) and (b) make a preemption move a slot from a client that
 //            holds more and has had more to one that holds less and has had
@@ -24,8 +25,9 @@
 //            No margin of one request's cost in (b): the lift puts a client
 //            that becomes backlogged exactly at the flood's counter, so a
 //            margin would hold W back until the flood's output charges
-//            exceed W's prompt cost (several steps); the strict > already
-//            waits the one step in which the flood is charged. A swap back
+//            exceed W's prompt cost (several steps); equal counters qualify
+//            when the victim's client holds more slots, so W need not wait
+//            the step in which the flood is charged. A swap back
 //            needs the victim's client to fall below C's counter and slots:
 //            then it is VTC's own order, and (c) bounds it. The service-
 //            difference bound of fair_share.hpp is kept: preemption charges nothing (the prompt

@@ -88,6 +88,30 @@ TEST(FairShare, OrderTakesTheLowestCounterAndChargesTentatively) {
   EXPECT_EQ(fs.order(q, 10), (std::vector<size_t>{0, 3, 1, 2}));
 }
 
+// A client that returns from idle is lifted to the flooding client's counter;
+// on that tie the client with fewer requests running goes first, not the
+// flood's older head. With equal running counts the earlier head still wins.
+TEST(FairShare, OnEqualCountersFewerRunningGoesFirst) {
+  FairShare fs;
+  const std::string flood = "flood", light = "light";
+  for (int i = 0; i < 4; ++i) fs.start(flood);  // 4 requests: 2 running, 2 queued
+  fs.arrive(flood);
+  fs.arrive(flood);
+  fs.charge_prompt(flood, 30);
+  EXPECT_EQ(fs.running(flood), 2);
+  fs.start(light);
+  fs.arrive(light);  // lifted to flood's 30
+  EXPECT_DOUBLE_EQ(fs.counter(light), fs.counter(flood));
+  EXPECT_EQ(fs.running(light), 0);
+  std::vector<FairShare::Candidate> q = {{&flood, 8, false}, {&flood, 8, false}, {&light, 8, false}};
+  EXPECT_EQ(fs.order(q, 10), (std::vector<size_t>{2, 0, 1}));
+  // Equal running counts too: the earlier head wins again.
+  FairShare even;
+  even.arrive(flood);
+  even.arrive(light);
+  EXPECT_EQ(even.order(q, 10), (std::vector<size_t>{0, 2, 1}));
+}
+
 TEST(FairShare, FcfsWithinAClient) {
   FairShare fs;
   const std::string a = "a";
