@@ -9,7 +9,9 @@
 // 19-token sequence's late rows skip whole blocks before their window).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,6 +117,45 @@ TEST(GemmaFidelity, Gemma3GgufF32AndF16) {
   for (const auto& [type, bound] : {std::pair<const char*, double>{"f32", 1e-3}, {"f16", 1.5e-2}}) {
     const std::string path = test::llama_cpp_gguf("tiny-gemma3", type, attention_scale("gemma3", 20));
     expect_fidelity("tiny-gemma3", path, std::string("tiny-gemma3 GGUF ") + type, bound);
+  }
+}
+
+// The prefix cache with windowed layers: a second sequence that shares the
+// first 16 tokens' blocks of the 19-token golden (as a prefix-cache hit does)
+// and prefills only the last 3 tokens into a block of its own gets HF's
+// logits at positions 16..18 (its windowed layers read only the shared
+// blocks inside the window, its global layers all of them).
+TEST(GemmaFidelity, SharedPrefixBlocksGiveHfLogits) {
+  for (const char* name : {"tiny-gemma2", "tiny-gemma3"}) {
+    for (int32_t bs : {16, 8}) {
+      auto backend = test::cpu_backend();
+      model::LoadOptions o;
+      o.precision = model::WeightPrecision::kExact;
+      o.max_num_batched_tokens = 64;
+      o.max_num_seqs = 4;
+      o.max_logits_rows = 64;
+      o.block_size = bs;
+      auto m = model::LlamaModel::load(test::logits_data(name), *backend, o);
+      ASSERT_TRUE(m.ok()) << m.error().message;
+      auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 16);
+      ASSERT_TRUE(cache.ok());
+      const test::TinyGolden g = test::load_tiny_golden(test::logits_data(name) + ".json");
+      const std::vector<int32_t>& ids = g.ids[2];
+      ASSERT_EQ(ids.size(), 19u);
+      test::run_sequence(**m, *cache, ids, test::sequential_blocks(19, bs), 19);
+      std::vector<int32_t> table = test::sequential_blocks(16, bs);  // the shared full blocks
+      table.push_back(12);                                           // the new sequence's own
+      model::ForwardBatch b;
+      b.clear(int32_t(table.size()));
+      b.add_sequence(std::span<const int32_t>(ids.data() + 16, 3), 16, table, bs, true, true);
+      std::vector<float> logits(3 * size_t(g.vocab));
+      ASSERT_TRUE((*m)->forward(b, *cache, logits.data()).ok());
+      double worst = 0;
+      for (size_t i = 0; i < logits.size(); ++i) {
+        worst = std::max(worst, double(std::fabs(logits[i] - g.logits[2][16 * size_t(g.vocab) + i])));
+      }
+      EXPECT_LE(worst, 1e-3) << name << " block size " << bs;
+    }
   }
 }
 
