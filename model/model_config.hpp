@@ -57,8 +57,9 @@
 // {"full_attention": {...}, "sliding_attention": {...}} (transformers 5).
 // GGUF (llama.cpp): <arch>.attn_logit_softcapping, .final_logit_softcapping,
 // .attention.sliding_window, .attention.sliding_window_pattern (an integer
-// or a bool per layer; else gemma2: 2, gemma3: 6, llama.cpp's defaults),
-// .rope.freq_base_swa; the converter writes no query_pre_attn_scalar, so
+// or a bool per layer; else gemma2: 2, gemma3: 6, llama.cpp's defaults; a
+// gemma2 file without a window key gets 4096, as in llama.cpp), and for
+// gemma3 .rope.freq_base_swa (else the global base); the converter writes no query_pre_attn_scalar, so
 // <arch>.attention.scale is honoured when present (1 / sqrt(scalar)) and
 // otherwise llama.cpp's rule applies: hidden / heads for the 27B models (46
 // layers gemma2, 62 layers gemma3), head_dim for every other size.
