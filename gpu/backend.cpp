@@ -1,5 +1,6 @@
 #include "gpu/backend.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -41,6 +42,16 @@ Result<std::unique_ptr<OpGraph>> Backend::capture(const std::function<Result<voi
 
 Result<void> Backend::replay(const OpGraph&) {
   return make_error(std::string(name()) + " backend: op graphs are not supported");
+}
+
+void Backend::gelu_tanh_mul(const GeluMulParams&) {
+  std::fprintf(stderr, "pagoda: the %s backend has no gelu_tanh_mul op\n", std::string(name()).c_str());
+  std::abort();
+}
+
+void Backend::scale_cap(const ScaleCapParams&) {
+  std::fprintf(stderr, "pagoda: the %s backend has no scale_cap op\n", std::string(name()).c_str());
+  std::abort();
 }
 
 namespace {

@@ -112,6 +112,11 @@ class Backend {
   virtual void sample(const SamplingParams& p) = 0;
   // Slot for the GEMMs (gpu/cpu/quant_matmul, cuBLAS): wired by the lead.
   virtual Result<void> matmul(const MatmulParams& p) = 0;
+  // Gemma's ops. Only the CPU backend implements them today; the defaults
+  // print the op's name and abort (model/ refuses Gemma on other backends at
+  // load, so they are never reached).
+  virtual void gelu_tanh_mul(const GeluMulParams& p);
+  virtual void scale_cap(const ScaleCapParams& p);
 
   // Fused pairs, with exactly the results of the two ops in order (the
   // defaults run them one after the other; the CPU does each pair in one

@@ -86,6 +86,21 @@ struct SiluMulParams {
   int32_t intermediate = 0;  // I
 };
 
+// ---- GELU(gate) * up (GeGLU; Gemma) -----------------------------------------------
+// The same packing and shapes as SiluMulParams: out[t, i] = gelu_tanh(x[t, i]) *
+// x[t, I + i] with PyTorch's tanh approximation ("gelu_pytorch_tanh"):
+// gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))).
+using GeluMulParams = SiluMulParams;
+
+// ---- scale and soft-cap in place (Gemma: embedding x sqrt(H), final logits) ------
+// x[i] := scale * x[i]; then, when cap > 0, x[i] := cap * tanh(x[i] / cap).
+struct ScaleCapParams {
+  float* x = nullptr;  // [n]
+  int64_t n = 0;
+  float scale = 1.0f;
+  float cap = 0.0f;    // 0: no cap
+};
+
 // ---- write the new tokens' K/V into the paged cache ---------------------------
 // For every t with slot_mapping[t] >= 0: cache[slot][h][:] = k[t, h, :] (and V).
 // slot_mapping[t] == -1 marks a padding row (skipped). Slots must be distinct.
@@ -154,6 +169,15 @@ struct PagedAttentionParams {
   float scale = 0.0f;             // usually 1 / sqrt(D)
   int32_t partition_size = 0;
   AttentionMetadata meta;
+  // Gemma (the CPU kernels; the CUDA kernels do not implement them yet and
+  // model/ refuses such models on CUDA):
+  // softcap > 0: each score s = scale * q.k becomes softcap * tanh(s / softcap)
+  // before the softmax. sliding_window > 0: the row at position pos (its
+  // kv_end - 1) attends only keys at positions > pos - sliding_window, i.e.
+  // keys [max(0, kv_end - sliding_window), kv_end); blocks wholly before
+  // that are not read.
+  float softcap = 0.0f;
+  int32_t sliding_window = 0;
 };
 
 // ---- copy whole blocks (copy-on-write), every layer, K and V --------------------

@@ -16,6 +16,14 @@ constexpr Architecture kArchitectures[] = {
     {"qwen3",   "qwen3",  false, true,  true,  false, 32768,  -1, -1, 128},
     // Phi3Config: context 4096, bos 1, eos 32000; fused qkv and gate_up.
     {"phi3",    "phi3",   false, false, false, false, 4096,   1, 32000, 0, true, true},
+    // Gemma2Config: context 8192, bos 2, eos 1, head_dim 256, soft-caps 50 / 30,
+    // window 4096 on every other layer (0, 2, ...).
+    {"gemma2",  "gemma2", false, false, false, false, 8192,   2,  1,  256, false, false,
+     true, true, true, true, 2, 50.0, 30.0, 4096, 2},
+    // Gemma3TextConfig (model_type gemma3_text): context 131072, bos 2, eos 1,
+    // head_dim 256, q/k norms, no soft-caps, window 4096 on five of every six layers.
+    {"gemma3_text", "gemma3", false, false, true, false, 131072, 2, 1, 256, false, false,
+     true, true, true, true, 6, 0.0, 0.0, 4096, 6},
 };
 
 struct RoleNames {
@@ -46,8 +54,10 @@ constexpr RoleNames kNames[] = {
     {"output.weight", "lm_head.weight", false},                          // kOutput
     {"attn_qkv.weight", "self_attn.qkv_proj.weight", true},              // kQkv
     {"ffn_up.weight", "mlp.gate_up_proj.weight", true},                  // kGateUp
+    {"post_attention_norm.weight", "post_attention_layernorm.weight", true},  // kPostAttnNorm
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight", true},      // kPostFfnNorm
 };
-static_assert(std::size(kNames) == size_t(TensorRole::kGateUp) + 1);
+static_assert(std::size(kNames) == size_t(TensorRole::kPostFfnNorm) + 1);
 
 }  // namespace
 
@@ -81,10 +91,12 @@ std::string supported_gguf_architectures() {
   return out;
 }
 
-std::string tensor_name(const Architecture& /*arch: one shared table today*/, bool gguf,
-                        TensorRole role, int32_t layer) {
+std::string tensor_name(const Architecture& arch, bool gguf, TensorRole role, int32_t layer) {
   const RoleNames& n = kNames[size_t(role)];
-  const std::string base = gguf ? n.gguf : n.hf;
+  // Gemma's HF names: the MLP's input norm is pre_feedforward_layernorm
+  // (post_attention_layernorm is the attention output's own norm there).
+  const bool pre_ffn = arch.post_norms && !gguf && role == TensorRole::kFfnNorm;
+  const std::string base = pre_ffn ? "pre_feedforward_layernorm.weight" : gguf ? n.gguf : n.hf;
   if (!n.layer) return base;
   const std::string l = std::to_string(layer);
   return (gguf ? "blk." + l + "." : "model.layers." + l + ".") + base;

@@ -18,9 +18,24 @@
 //    families name their tensors alike), and whether q/k/v and gate/up come
 //    fused in one tensor each (Phi-3: self_attn.qkv_proj / attn_qkv and
 //    mlp.gate_up_proj / ffn_up, loaded as they are).
-// Features other families need (sliding windows per layer, soft-caps,
-// Gemma's (1 + w) norms and GELU, MoE MLPs) are new fields here, each with one
-// op in the forward.
+// Gemma 2 and Gemma 3 (text) add a few switches (gemma-style rows):
+//  - post_norms: "sandwich" norms: the attention output and the MLP output
+//    each go through their own RMSNorm before the residual add
+//    (post_attention_layernorm / post_attention_norm, post_feedforward_
+//    layernorm / post_ffw_norm), and the MLP's input norm is named
+//    pre_feedforward_layernorm (HF; GGUF: ffn_norm as usual);
+//  - norm_add_one: the HF norm weights w are offsets, the norm multiplies by
+//    (1 + w). The loader adds 1 to every HF norm weight (also q/k norms) at
+//    load, so the forward's rms_norm is the usual one; llama.cpp's converter
+//    already added 1 when writing the GGUF (its norms are used as stored);
+//  - gelu_tanh: the gated MLP is GeGLU, down(gelu_tanh(gate) * up);
+//  - embed_scale: the token embedding is multiplied by sqrt(hidden) (fp32);
+//  - gguf_swa_pattern: llama.cpp's default sliding-window layer pattern for
+//    the GGUF architecture (layer l is windowed when (l + 1) % pattern != 0:
+//    2 for gemma2, 6 for gemma3), used when the file has no
+//    attention.sliding_window_pattern key.
+// Soft-caps, the window, query_pre_attn_scalar and Gemma 3's local RoPE base
+// are config values (ModelConfig), read with these families' defaults.
 //
 // Thread-safety: the table is immutable; every function is reentrant.
 #pragma once
@@ -37,7 +52,8 @@ enum class TensorRole {
   kQNorm, kKNorm,  // per-head q/k norms [head_dim] (qk_norm)
   kFfnNorm, kGate, kUp, kDown, kFinalNorm, kOutput,
   kQkv,     // fused q|k|v rows [(Hq + 2 Hk) D, H] (fused_qkv)
-  kGateUp   // fused gate|up rows [2 I, H], gate first (fused_gate_up)
+  kGateUp,  // fused gate|up rows [2 I, H], gate first (fused_gate_up)
+  kPostAttnNorm, kPostFfnNorm  // [H] each (post_norms)
 };
 
 struct Architecture {
@@ -57,6 +73,16 @@ struct Architecture {
   // (kGateUp), in the row order the forward's fused weights use (Phi-3).
   bool fused_qkv = false;
   bool fused_gate_up = false;
+  // Gemma (see above).
+  bool post_norms = false;
+  bool norm_add_one = false;
+  bool gelu_tanh = false;
+  bool embed_scale = false;
+  int32_t gguf_swa_pattern = 0;  // 0: no windowed layers by default
+  // transformers' Gemma defaults for absent config.json fields (0: none).
+  double hf_default_attn_softcap = 0, hf_default_final_softcap = 0;
+  int32_t hf_default_sliding_window = 0;
+  int32_t hf_default_swa_pattern = 0;  // layer l windowed when (l + 1) % pattern != 0
 };
 
 // The description of an HF model_type / a GGUF general.architecture; nullptr
@@ -66,7 +92,8 @@ const Architecture* find_gguf_architecture(std::string_view gguf_name);
 // The description of ModelConfig::architecture (an HF name); nullptr when unknown.
 const Architecture* find_architecture(std::string_view name);
 
-// "llama, mistral, qwen2, qwen3, phi3" (HF) / "llama, qwen2, qwen3, phi3" (GGUF), for errors.
+// "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text" (HF) / "llama, qwen2, qwen3,
+// phi3, gemma2, gemma3" (GGUF), for errors.
 std::string supported_hf_architectures();
 std::string supported_gguf_architectures();
 

@@ -27,4 +27,15 @@ void add_config_note(ModelConfig& c, std::string note);
 // model stays usable up to the bound.
 int64_t clamp_context(int64_t ctx, const std::string& source, ModelConfig& c);
 
+struct Architecture;
+
+// sliding_layers for a pattern: layer l windowed when (l + 1) % pattern != 0
+// (pattern <= 0: none).
+void set_sliding_pattern(ModelConfig& c, int32_t pattern);
+
+// The Gemma keys of a GGUF (gemma_config.cpp); nothing for other families.
+// `prefix`: "<arch>.". Needs the sizes and the rope already read.
+Result<void> read_gguf_gemma(const GgufFile& g, const std::string& prefix,
+                             const Architecture& arch, ModelConfig& c);
+
 }  // namespace pagoda::model

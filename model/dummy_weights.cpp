@@ -60,7 +60,9 @@ void parallel_for(int64_t n, F f) {
 
 // Tensor ids of the hash: 16 per layer after the global ones.
 enum Tensor : uint64_t { kEmbed = 1, kFinalNorm = 2, kHead = 3, kLayerBase = 16 };
-enum LayerTensor : uint64_t { kAttnNorm, kQkv, kO, kFfnNorm, kGateUp, kDown, kQ, kK, kV, kQNorm, kKNorm };
+enum LayerTensor : uint64_t {
+  kAttnNorm, kQkv, kO, kFfnNorm, kGateUp, kDown, kQ, kK, kV, kQNorm, kKNorm, kPostAttnNorm, kPostFfnNorm
+};
 constexpr uint64_t kBiasOf = uint64_t(1) << 48;  // a bias's tensor id: its weight's | kBiasOf
 uint64_t layer_tensor(int32_t layer, LayerTensor t) {
   return kLayerBase + uint64_t(layer) * 16 + uint64_t(t);
@@ -207,6 +209,14 @@ Result<LlamaLayerWeights> make_layer(DummyMaker& m, const ModelConfig& c, int32_
   auto fn = m.norm(layer_tensor(l, kFfnNorm), H, name + " ffn_norm");
   if (!fn) return fn.error();
   w.ffn_norm = std::move(fn).value();
+  if (arch != nullptr && arch->post_norms) {  // Gemma's post-attention and post-MLP norms
+    auto pa = m.norm(layer_tensor(l, kPostAttnNorm), H, name + " post_attn_norm");
+    if (!pa) return pa.error();
+    w.post_attn_norm = std::move(pa).value();
+    auto pf = m.norm(layer_tensor(l, kPostFfnNorm), H, name + " post_ffn_norm");
+    if (!pf) return pf.error();
+    w.post_ffn_norm = std::move(pf).value();
+  }
   auto gu = m.linear(layer_tensor(l, kGateUp), 2 * I, H, 1.0f, false, name + " gate_up");
   if (!gu) return gu.error();
   w.gate_up = std::move(gu).value();

@@ -9,6 +9,7 @@
 
 #include "model/architecture.hpp"
 #include "model/config_limits.hpp"
+#include "model/json_fields.hpp"
 #include "model/json_file.hpp"
 #include "model/model_config.hpp"
 
@@ -19,141 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 
 // ---- HF config.json ---------------------------------------------------------
-
-const char* json_type_name(simdjson::dom::element el) {
-  switch (el.type()) {
-    case simdjson::dom::element_type::ARRAY:
-      return "array";
-    case simdjson::dom::element_type::OBJECT:
-      return "object";
-    case simdjson::dom::element_type::INT64:
-    case simdjson::dom::element_type::UINT64:
-      return "integer";
-    case simdjson::dom::element_type::DOUBLE:
-      return "number";
-    case simdjson::dom::element_type::STRING:
-      return "string";
-    case simdjson::dom::element_type::BOOL:
-      return "bool";
-    case simdjson::dom::element_type::NULL_VALUE:
-      return "null";
-  }
-  return "?";
-}
-
-// Typed access to the fields of one JSON object; errors name the file and key.
-// A null field counts as absent (HF writes e.g. "head_dim": null).
-class JsonFields {
- public:
-  JsonFields(simdjson::dom::object obj, const std::string& path) : obj_(obj), path_(path) {}
-
-  bool lookup(std::string_view key, simdjson::dom::element& el) const {
-    return obj_.at_key(key).get(el) == simdjson::SUCCESS && !el.is_null();
-  }
-  Error missing(std::string_view key) const {
-    return make_error(path_ + ": \"" + std::string(key) + "\" is missing");
-  }
-  Error wrong_type(std::string_view key, const char* expected, simdjson::dom::element el) const {
-    return make_error(path_ + ": \"" + std::string(key) + "\" must be " + expected + " (got " +
-                      json_type_name(el) + ")");
-  }
-  Result<int32_t> int32_or(std::string_view key, int32_t fallback) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return fallback;
-    int64_t v = 0;
-    if (el.get(v) != simdjson::SUCCESS) return wrong_type(key, "an integer", el);
-    if (v < std::numeric_limits<int32_t>::min() || v > kInt32Max) {
-      return make_error(path_ + ": \"" + std::string(key) + "\" value " + std::to_string(v) +
-                        " is out of range");
-    }
-    return static_cast<int32_t>(v);
-  }
-  // A non-negative count that may be huge: an integer, or an integral float
-  // (integers beyond 64 bits read as floats); values above INT64_MAX saturate.
-  Result<int64_t> int64_or(std::string_view key, int64_t fallback) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return fallback;
-    int64_t i = 0;
-    uint64_t u = 0;
-    double d = 0;
-    if (el.get(i) == simdjson::SUCCESS && i >= 0) return i;
-    if (el.get(u) == simdjson::SUCCESS) return int64_t(std::numeric_limits<int64_t>::max());
-    if (el.get(d) == simdjson::SUCCESS && d >= 0 && std::floor(d) == d) {
-      return d >= 9.2e18 ? std::numeric_limits<int64_t>::max() : int64_t(d);
-    }
-    return wrong_type(key, "a non-negative integer", el);
-  }
-  Result<int32_t> int32(std::string_view key) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return missing(key);
-    return int32_or(key, 0);
-  }
-  Result<double> number_or(std::string_view key, double fallback) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return fallback;
-    double v = 0;
-    if (!el.is_number() || el.get(v) != simdjson::SUCCESS) return wrong_type(key, "a number", el);
-    return v;
-  }
-  Result<double> number(std::string_view key) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return missing(key);
-    return number_or(key, 0.0);
-  }
-  Result<bool> boolean_or(std::string_view key, bool fallback) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return fallback;
-    bool v = false;
-    if (el.get(v) != simdjson::SUCCESS) return wrong_type(key, "a bool", el);
-    return v;
-  }
-  Result<std::string> string(std::string_view key) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return missing(key);
-    std::string_view v;
-    if (el.get(v) != simdjson::SUCCESS) return wrong_type(key, "a string", el);
-    return std::string(v);
-  }
-  // An integer or an array of integers (eos_token_id); absent gives {}.
-  Result<std::vector<int32_t>> int32_list(std::string_view key) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return std::vector<int32_t>{};
-    simdjson::dom::array arr;
-    if (el.get(arr) != simdjson::SUCCESS) {
-      auto one = int32_or(key, 0);
-      if (!one) return one.error();
-      return std::vector<int32_t>{*one};
-    }
-    std::vector<int32_t> out;
-    for (simdjson::dom::element e : arr) {
-      int64_t v = 0;
-      if (e.get(v) != simdjson::SUCCESS || v < 0 || v > kInt32Max) {
-        return wrong_type(key, "an integer or a list of non-negative integers", e);
-      }
-      out.push_back(static_cast<int32_t>(v));
-    }
-    return out;
-  }
-  // An array of numbers (longrope's factor lists).
-  Result<std::vector<double>> number_list(std::string_view key) const {
-    simdjson::dom::element el;
-    if (!lookup(key, el)) return missing(key);
-    simdjson::dom::array arr;
-    if (el.get(arr) != simdjson::SUCCESS) return wrong_type(key, "a list of numbers", el);
-    std::vector<double> out;
-    for (simdjson::dom::element e : arr) {
-      double v = 0;
-      if (!e.is_number() || e.get(v) != simdjson::SUCCESS) return wrong_type(key, "a list of numbers", e);
-      out.push_back(v);
-    }
-    return out;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  simdjson::dom::object obj_;
-  const std::string& path_;
-};
 
 // Loads and parses a JSON object file (integers beyond 64 bits read as floats,
 // model/json_file.hpp). The object lives as long as `parser`.
@@ -239,6 +105,28 @@ Result<void> read_hf_partial_rotary(const JsonFields& f, const JsonFields* rs, M
   return {};
 }
 
+// Gemma 3's windowed layers' RoPE, {"rope_type": "default", "rope_theta": x}
+// in rope_parameters["sliding_attention"] (transformers 5).
+Result<void> read_hf_local_rope(const JsonFields& by_type, ModelConfig& c) {
+  simdjson::dom::element el;
+  simdjson::dom::object obj;
+  if (!by_type.lookup("sliding_attention", el)) return {};
+  if (el.get(obj) != simdjson::SUCCESS) return by_type.wrong_type("sliding_attention", "an object", el);
+  const JsonFields local(obj, by_type.path());
+  if (local.lookup("rope_type", el)) {
+    auto type = local.string("rope_type");
+    if (!type) return type.error();
+    if (*type != "default") {
+      return make_error(by_type.path() + ": sliding_attention rope_type '" + *type +
+                        "' is not supported (only default)");
+    }
+  }
+  auto theta = local.number_or("rope_theta", 10000.0);
+  if (!theta) return theta.error();
+  c.rope_local_theta = *theta;
+  return {};
+}
+
 // RoPE settings: transformers < 5 writes top-level "rope_theta" and an optional
 // "rope_scaling" object; transformers >= 5 writes one "rope_parameters" object
 // holding rope_theta, rope_type and the scaling fields.
@@ -251,6 +139,12 @@ Result<void> read_hf_rope(const JsonFields& f, ModelConfig& c) {
   if (!f.lookup(key, el)) return read_hf_partial_rotary(f, nullptr, c);
   simdjson::dom::object obj;
   if (el.get(obj) != simdjson::SUCCESS) return f.wrong_type(key, "an object", el);
+  // Per layer type (transformers 5 Gemma 3): the global layers' parameters in
+  // "full_attention"; the windowed layers' base in "sliding_attention".
+  if (const JsonFields by_type(obj, f.path()); by_type.lookup("full_attention", el)) {
+    if (auto ok = read_hf_local_rope(by_type, c); !ok) return ok;
+    if (el.get(obj) != simdjson::SUCCESS) return f.wrong_type("full_attention", "an object", el);
+  }
   const JsonFields rs(obj, f.path());
   if (auto ok = read_hf_partial_rotary(f, &rs, c); !ok) return ok.error();
   auto params_theta = rs.number_or("rope_theta", c.rope_theta);
@@ -324,6 +218,7 @@ Result<ModelConfig> config_from_hf_json(const std::string& path) {
   if (auto ok = read_hf_sizes(f, *arch, c); !ok) return ok.error();
   if (auto ok = read_hf_rope(f, c); !ok) return ok.error();
   if (auto ok = read_hf_flags(f, *arch, c); !ok) return ok.error();
+  if (auto ok = read_hf_gemma(f, *obj, *arch, c); !ok) return ok.error();
   if (auto ok = validate_config(c, path); !ok) return ok.error();
   return c;
 }

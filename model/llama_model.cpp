@@ -24,6 +24,28 @@ Result<gpu::RopeTable> divided_rope_table(gpu::Backend& backend, const gpu::Rope
   return gpu::RopeTable(rc, std::move(buf).value());
 }
 
+// Gemma 3's windowed layers: theta = rope_local_theta, no scaling.
+Result<gpu::RopeTable> make_local_rope_table(gpu::Backend& backend, const ModelConfig& c) {
+  gpu::RopeConfig rc;
+  rc.head_dim = c.head_dim;
+  rc.rotary_dim = c.rotary_dim;
+  rc.theta = float(c.rope_local_theta);
+  rc.style = c.rope_interleaved ? gpu::RopeStyle::kInterleaved : gpu::RopeStyle::kNeox;
+  return backend.create_rope_table(rc);
+}
+
+// What the CUDA kernels lack for this model ("" when nothing): Gemma's ops
+// run on the CPU backend only for now.
+std::string missing_cuda_features(const ModelConfig& c, const Architecture& a) {
+  std::string m;
+  const auto add = [&m](const char* what) { m += (m.empty() ? "" : ", ") + std::string(what); };
+  if (c.attn_logit_softcap > 0) add("attention logit soft-capping");
+  if (c.sliding_window > 0) add("sliding-window attention");
+  if (c.final_logit_softcap > 0 || a.embed_scale) add("the scale_cap op (embedding scale, final soft-cap)");
+  if (a.gelu_tanh) add("the gelu_tanh_mul op (GeGLU)");
+  return m;
+}
+
 // The rope op's table: inv_freq from the config, or theta_i / rope_freqs[i]
 // for GGUF files that store llama3 scaling as frequency factors, or (longrope)
 // theta_i / short_factor[i] (long = false) / long_factor[i] (long = true).
@@ -71,6 +93,16 @@ Result<LoadOptions> resolve_options(LoadOptions o, const ModelConfig& c) {
 
 }  // namespace
 
+Result<void> check_backend_support(const ModelConfig& c, gpu::BackendKind kind) {
+  const Architecture* arch = find_architecture(c.architecture);
+  if (kind == gpu::BackendKind::kCpu || arch == nullptr) return {};
+  const std::string m = missing_cuda_features(c, *arch);
+  if (m.empty()) return {};
+  return make_error("load: " + c.architecture + " needs " + m +
+                    ", which the CUDA backend's kernels do not implement yet; use the CPU backend"
+                    " (--backend cpu)");
+}
+
 Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& model_path,
                                                      gpu::Backend& backend,
                                                      const LoadOptions& options) {
@@ -79,8 +111,16 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& model_pa
   wo.progress = options.progress;
   wo.load_format = options.load_format;
   wo.dummy_dtype = options.dummy_dtype;
+  if (backend.kind() != gpu::BackendKind::kCpu) {  // refuse before uploading any weight
+    if (auto c = load_model_config(model_path); c.ok()) {
+      if (auto ok = check_backend_support(*c, backend.kind()); !ok) return ok.error();
+    }
+  }
   auto weights = load_llama_weights(model_path, backend, wo);
   if (!weights) return weights.error();
+  const Architecture* arch = find_architecture(weights->config.architecture);
+  if (arch == nullptr) return make_error("load: unknown architecture " + weights->config.architecture);
+  if (auto ok = check_backend_support(weights->config, backend.kind()); !ok) return ok.error();
   auto opts = resolve_options(options, weights->config);
   if (!opts) return opts.error();
   RunStateLimits limits;
@@ -102,6 +142,12 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& model_pa
                                                   std::move(opts).value(), std::move(state).value(),
                                                   std::move(rope).value()));
   model->rope_long_ = std::move(rope_long).value();
+  model->arch_ = arch;
+  if (model->config().rope_local_theta > 0) {
+    auto local = make_local_rope_table(backend, model->config());
+    if (!local) return local.error();
+    model->rope_local_ = std::move(local).value();
+  }
   const LoadOptions& o = model->options_;
   if (o.step_graphs) {
     const int32_t max_bucket = std::min(o.step_graph_max_batch, model->state_.padded_limit());
@@ -191,7 +237,10 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
   const gpu::KvLayerView kv = cache.layer(l);
   gpu::KvCacheWriteParams wr{qkv->k, qkv->v, qkv->kv_stride, qkv->kv_stride, kv.k, kv.v,
                              cache.layout(), cache.spec().dtype, st.slot_mapping, T};
-  const gpu::RopeTable& rope = long_step_ ? rope_long_ : rope_;
+  const bool windowed = !c.sliding_layers.empty() && c.sliding_layers[size_t(l)];
+  const gpu::RopeTable& rope = windowed && c.rope_local_theta > 0 ? rope_local_
+                               : long_step_                      ? rope_long_
+                                                                 : rope_;
   backend_.rope_kv_write(rope.params(qkv->q, qkv->q_stride, qkv->k, qkv->kv_stride, st.positions,
                                       T, c.num_heads, c.num_kv_heads),
                          wr);
@@ -204,11 +253,16 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
   at.layout = cache.layout();
   at.dtype = cache.spec().dtype;
   at.num_q_heads = c.num_heads;
-  at.scale = 1.0f / std::sqrt(float(D));
+  at.scale = 1.0f / std::sqrt(float(c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : D));
   at.partition_size = options_.attention_partition_size;
   at.meta = st.meta;
+  at.softcap = float(c.attn_logit_softcap);
+  at.sliding_window = windowed ? c.sliding_window : 0;
   backend_.paged_attention(at);
   if (auto ok = linear(w.o, rs.mid(), q_width, rs.delta(), T); !ok) return ok;
+  if (arch_->post_norms) {  // Gemma: the attention output's own norm, in place
+    backend_.rms_norm({rs.delta(), nullptr, w.post_attn_norm.as<const float>(), rs.delta(), T, H, eps});
+  }
 
   const int32_t I = c.intermediate_size;
   if (auto ok = backend_.rms_norm_matmul(
@@ -217,8 +271,16 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
       !ok) {
     return ok;
   }
-  return backend_.silu_mul_matmul({rs.wide(), rs.mid(), T, I},
-                                  matmul_params(w.down, rs.mid(), I, rs.delta(), T));
+  if (!arch_->gelu_tanh) {
+    return backend_.silu_mul_matmul({rs.wide(), rs.mid(), T, I},
+                                    matmul_params(w.down, rs.mid(), I, rs.delta(), T));
+  }
+  backend_.gelu_tanh_mul({rs.wide(), rs.mid(), T, I});
+  if (auto ok = linear(w.down, rs.mid(), I, rs.delta(), T); !ok) return ok;
+  if (arch_->post_norms) {  // the MLP output's own norm, in place
+    backend_.rms_norm({rs.delta(), nullptr, w.post_ffn_norm.as<const float>(), rs.delta(), T, H, eps});
+  }
+  return {};
 }
 
 Result<void> LlamaModel::issue_step(const StagedStep& st, gpu::KvCache& cache) {
@@ -226,6 +288,9 @@ Result<void> LlamaModel::issue_step(const StagedStep& st, gpu::KvCache& cache) {
   const int32_t T = st.meta.num_tokens, H = c.hidden_size;
   backend_.embedding({weights_.embedding.as<const float>(), st.token_ids, state_.residual(), T,
                       H, c.vocab_size});
+  if (arch_->embed_scale) {  // Gemma: x sqrt(H), in fp32 (transformers at fp32, llama.cpp)
+    backend_.scale_cap({state_.residual(), int64_t(T) * H, float(std::sqrt(double(H))), 0.0f});
+  }
   for (int32_t l = 0; l < c.num_layers; ++l) {
     if (auto ok = run_layer(l, st, cache); !ok) return ok;
   }
@@ -234,7 +299,11 @@ Result<void> LlamaModel::issue_step(const StagedStep& st, gpu::KvCache& cache) {
   const int32_t R = st.num_logits_rows;
   if (R == 0) return {};
   backend_.embedding({state_.normed(), st.logits_rows, state_.gathered(), R, H, T});
-  return linear(weights_.lm_head, state_.gathered(), H, state_.logits(), R);
+  if (auto ok = linear(weights_.lm_head, state_.gathered(), H, state_.logits(), R); !ok) return ok;
+  if (c.final_logit_softcap > 0) {
+    backend_.scale_cap({state_.logits(), int64_t(R) * c.vocab_size, 1.0f, float(c.final_logit_softcap)});
+  }
+  return {};
 }
 
 // Graph-eligible: graphs on, arena mode, one row per sequence, R <= S, S

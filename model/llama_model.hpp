@@ -9,6 +9,13 @@
 //   rms_norm (qk_norm)] -> RoPE -> write K/V into the cache by slot -> paged
 //   attention -> O matmul -> rms_norm (fused add) -> gate|up matmul ->
 //   silu*mul -> down matmul,
+// Gemma (post_norms, gelu_tanh, embed_scale in model/architecture.hpp): the
+// embedding scaled by sqrt(H); the O and down outputs each RMS-normed in
+// place before the next fused residual add; gelu_tanh*mul instead of
+// silu*mul; attention with the config's scale (query_pre_attn_scalar),
+// soft-cap and, in windowed layers, sliding window (and, Gemma 3, the local
+// RoPE table); the logits soft-capped. Such models load on the CPU backend
+// only (load() names what the CUDA kernels lack).
 // then the final norm, a gather of the logits rows and the lm_head matmul.
 // Every row's result depends only on its own sequence (tokens, cache
 // contents, positions), not on which other rows share the batch, up to the
@@ -33,6 +40,7 @@
 #include "gpu/kv_cache.hpp"
 #include "gpu/result.hpp"
 #include "gpu/rope_table.hpp"
+#include "model/architecture.hpp"
 #include "model/forward_batch.hpp"
 #include "model/llama_weights.hpp"
 #include "model/model_config.hpp"
@@ -66,6 +74,12 @@ struct LoadOptions {
   LoadFormat load_format = LoadFormat::kAuto;
   DummyDtype dummy_dtype = DummyDtype::kAuto;
 };
+
+// An Error naming what the kernels of a `kind` backend lack for this model
+// (Gemma's attention soft-cap, sliding window, GeGLU and scale/soft-cap ops
+// exist on the CPU backend only); ok for every model on the CPU backend and
+// for the other families everywhere. load() checks it before any upload.
+Result<void> check_backend_support(const ModelConfig& config, gpu::BackendKind kind);
 
 class LlamaModel {
  public:
@@ -130,6 +144,9 @@ class LlamaModel {
   // exceeds the original context (long_step_, set before each step's ops).
   gpu::RopeTable rope_long_;
   bool long_step_ = false;
+  // Gemma 3's windowed layers' table (ModelConfig::rope_local_theta > 0).
+  gpu::RopeTable rope_local_;
+  const Architecture* arch_ = nullptr;  // of config().architecture; set by load
   std::unique_ptr<StepGraphs> graphs_;  // null unless options.step_graphs
 };
 

@@ -222,6 +222,18 @@ class Loader {
     return place_floats(v, t->name);
   }
 
+  // A norm weight [n]: (Architecture::norm_add_one, HF) 1 + w, the factor the
+  // norm multiplies by; GGUF files hold that already (llama.cpp's converter).
+  Result<gpu::DeviceBuffer> norm(Role role, int32_t layer, int64_t n) {
+    auto t = need(role, layer, {n});
+    if (!t) return t.error();
+    std::vector<float> v = to_f32(t->format, t->data, n);
+    if (arch_.norm_add_one && !gguf_) {
+      for (float& x : v) x = 1.0f + x;
+    }
+    return place_floats(v, t->name);
+  }
+
   Result<gpu::DeviceBuffer> place_floats(const std::vector<float>& v, const std::string& what) {
     auto buf = upload_bytes(backend_, v.data(), v.size() * sizeof(float), file_.path() + ": " + what);
     if (buf) out_.device_bytes += buf->size();
@@ -342,10 +354,10 @@ Result<void> load_attention_in(Loader& ld, const Architecture& arch, const Model
     if (!lin) return lin.error();
     *outs[i] = std::move(lin).value();
   }
-  auto qn = ld.vector(Role::kQNorm, l, D);
+  auto qn = ld.norm(Role::kQNorm, l, D);
   if (!qn) return qn.error();
   w.q_norm = std::move(qn).value();
-  auto kn = ld.vector(Role::kKNorm, l, D);
+  auto kn = ld.norm(Role::kKNorm, l, D);
   if (!kn) return kn.error();
   w.k_norm = std::move(kn).value();
   return {};
@@ -356,7 +368,7 @@ Result<LlamaLayerWeights> load_layer(Loader& ld, const Architecture& arch, const
   const int64_t H = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
   const int64_t q_rows = int64_t(c.num_heads) * D;
   LlamaLayerWeights w;
-  auto attn_norm = ld.vector(Role::kAttnNorm, l, H);
+  auto attn_norm = ld.norm(Role::kAttnNorm, l, H);
   if (!attn_norm) return attn_norm.error();
   w.attn_norm = std::move(attn_norm).value();
   if (auto ok = load_attention_in(ld, arch, c, l, w); !ok) return ok.error();
@@ -366,9 +378,17 @@ Result<LlamaLayerWeights> load_layer(Loader& ld, const Architecture& arch, const
   auto o = ld.single(Role::kO, l, H, q_rows, o_bias);
   if (!o) return o.error();
   w.o = std::move(o).value();
-  auto ffn_norm = ld.vector(Role::kFfnNorm, l, H);
+  auto ffn_norm = ld.norm(Role::kFfnNorm, l, H);
   if (!ffn_norm) return ffn_norm.error();
   w.ffn_norm = std::move(ffn_norm).value();
+  if (arch.post_norms) {
+    auto post_attn = ld.norm(Role::kPostAttnNorm, l, H);
+    if (!post_attn) return post_attn.error();
+    w.post_attn_norm = std::move(post_attn).value();
+    auto post_ffn = ld.norm(Role::kPostFfnNorm, l, H);
+    if (!post_ffn) return post_ffn.error();
+    w.post_ffn_norm = std::move(post_ffn).value();
+  }
   auto gate_up = arch.fused_gate_up ? ld.fused(l, {Role::kGateUp}, {2 * I}, H, {})
                                     : ld.fused(l, {Role::kGate, Role::kUp}, {I, I}, H, {});
   if (!gate_up) return gate_up.error();
@@ -514,7 +534,7 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
                  "(native kernels for these types not built yet)\n",
                  w.requantized_tensors, ld.requantized_types().c_str());
   }
-  auto norm = ld.vector(Role::kFinalNorm, 0, c.hidden_size);
+  auto norm = ld.norm(Role::kFinalNorm, 0, c.hidden_size);
   if (!norm) return norm.error();
   w.final_norm = std::move(norm).value();
   if (c.rope_scaling.type == RopeScalingType::kFreqFactors && f.gguf() != nullptr) {

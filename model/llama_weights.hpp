@@ -24,6 +24,10 @@
 //    kQuantized means BF16 weights (CudaBackend::prepare_weight dequantizes
 //    every format directly), kExact fp32.
 //
+// Norm weights of norm_add_one architectures (Gemma) read from HF files are
+// stored as 1 + w (the factor their norm multiplies by), so that the forward
+// runs the plain rms_norm op; GGUF files already hold 1 + w.
+//
 // Tensor names (the architecture's, model/architecture.hpp): GGUF token_embd,
 // blk.N.{attn_norm, attn_q, attn_k, attn_v (+ .bias), attn_q_norm,
 // attn_k_norm, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down},
@@ -83,6 +87,9 @@ struct LlamaLayerWeights {
   gpu::DeviceBuffer q_norm, k_norm;
   DeviceLinear o;               // [H, Hq D]
   gpu::DeviceBuffer ffn_norm;   // [H] fp32
+  // post_norms architectures (Gemma): the attention output's and the MLP
+  // output's own norms, [H] fp32 each; empty otherwise.
+  gpu::DeviceBuffer post_attn_norm, post_ffn_norm;
   DeviceLinear gate_up;         // [2 I, H]
   DeviceLinear down;            // [H, I]
 };

@@ -224,6 +224,24 @@ Result<void> read_gguf_tokens(const GgufFile& g, ModelConfig& c) {
   return {};
 }
 
+// The Gemma fields (see model_config.hpp); the message only.
+Result<void> validate_gemma_fields(const ModelConfig& c) {
+  for (double v : {c.attn_logit_softcap, c.final_logit_softcap, c.query_pre_attn_scalar,
+                   c.rope_local_theta}) {
+    if (!(v >= 0) || !std::isfinite(v)) {
+      return make_error("soft-caps, query_pre_attn_scalar and the local rope base must be >= 0");
+    }
+  }
+  if (c.sliding_window < 0) return make_error("sliding_window must be >= 0");
+  if (!c.sliding_layers.empty() && c.sliding_layers.size() != size_t(c.num_layers)) {
+    return make_error("sliding_layers must name every layer");
+  }
+  for (bool s : c.sliding_layers) {
+    if (s && c.sliding_window <= 0) return make_error("a windowed layer needs sliding_window > 0");
+  }
+  return {};
+}
+
 }  // namespace
 
 const char* rope_scaling_name(RopeScalingType type) {
@@ -257,6 +275,7 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   if (auto ok = read_gguf_rope(g, p, c); !ok) return ok.error();
   if (auto ok = read_gguf_longrope(g, p, c); !ok) return ok.error();
   if (auto ok = read_gguf_tokens(g, c); !ok) return ok.error();
+  if (auto ok = read_gguf_gemma(g, p, *arch, c); !ok) return ok.error();
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   c.attention_bias = arch->qkv_bias ||
                      g.find_tensor(tensor_name(*arch, true, TensorRole::kQBias, 0)) != nullptr;
@@ -344,6 +363,7 @@ Result<void> validate_config(const ModelConfig& c, const std::string& source) {
       return fail("longrope needs original_max_position_embeddings > 0 and a positive attention factor");
     }
   }
+  if (auto ok = validate_gemma_fields(c); !ok) return fail(ok.error().message);
   if (c.bos_token_id < -1 || c.bos_token_id >= c.vocab_size) {
     return fail("bos_token_id " + std::to_string(c.bos_token_id) + " is outside the vocabulary");
   }

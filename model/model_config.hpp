@@ -44,6 +44,26 @@
 // head_dim): only the first rotary_dim elements of a head are rotated (NeoX
 // pairing i, i + rotary_dim / 2 within them); the rest pass unchanged.
 //
+// Gemma 2 / Gemma 3 (text): attention scores s = scale * q.k become
+// cap * tanh(s / cap) (attn_logit_softcap, Gemma 2), the logits likewise
+// (final_logit_softcap); scale = 1 / sqrt(query_pre_attn_scalar). Windowed
+// layers (sliding_layers[l]) let the row at position p attend only keys at
+// positions > p - sliding_window (transformers' sliding_window_overlay,
+// llama.cpp's LLAMA_SWA_TYPE_STANDARD). Gemma 3's windowed layers rotate with
+// rope_local_theta and no scaling; its global layers with rope_theta and the
+// rope scaling. HF: query_pre_attn_scalar, sliding_window, layer_types (else
+// the family's pattern, sliding_window_pattern), attn_logit_softcapping,
+// final_logit_softcapping, rope_local_base_freq or rope_parameters
+// {"full_attention": {...}, "sliding_attention": {...}} (transformers 5).
+// GGUF (llama.cpp): <arch>.attn_logit_softcapping, .final_logit_softcapping,
+// .attention.sliding_window, .attention.sliding_window_pattern (an integer
+// or a bool per layer; else gemma2: 2, gemma3: 6, llama.cpp's defaults; a
+// gemma2 file without a window key gets 4096, as in llama.cpp), and for
+// gemma3 .rope.freq_base_swa (else the global base); the converter writes no query_pre_attn_scalar, so
+// <arch>.attention.scale is honoured when present (1 / sqrt(scalar)) and
+// otherwise llama.cpp's rule applies: hidden / heads for the 27B models (46
+// layers gemma2, 62 layers gemma3), head_dim for every other size.
+//
 // Thread-safety: the functions are reentrant; a ModelConfig is a plain value.
 #pragma once
 
@@ -92,6 +112,13 @@ struct ModelConfig {
   bool attention_bias = false;         // q/k/v projections have biases (qwen2)
   bool qk_norm = false;                // RMSNorm of each head's q and k before RoPE (qwen3)
   bool rope_interleaved = false;       // see the RoPE pairing rule above
+  // Gemma (see above; off for the other families).
+  double attn_logit_softcap = 0.0;     // 0: off
+  double final_logit_softcap = 0.0;    // 0: off
+  double query_pre_attn_scalar = 0.0;  // attention scale 1 / sqrt(this); 0: head_dim
+  int32_t sliding_window = 0;          // > 0 when some layer is windowed
+  std::vector<bool> sliding_layers;    // [num_layers] windowed layers, or empty (none)
+  double rope_local_theta = 0.0;       // windowed layers' RoPE base, unscaled; 0: the global rope
   // Values the loader clamped or ignored rather than refusing the model (each
   // also logged to stderr), e.g. a context length above validate_config's
   // bound, an eos id of generation_config.json outside the vocabulary.
@@ -124,7 +151,9 @@ Result<ModelConfig> load_model_config(const std::string& model_path);
 
 // Checks the invariants every loader relies on: positive sizes, num_heads
 // divides hidden_size, num_kv_heads divides num_heads, even head_dim,
-// positive rope_theta and rms_norm_eps, and upper bounds far above real
+// positive rope_theta and rms_norm_eps, non-negative soft-caps and window,
+// sliding_layers empty or one per layer (then a positive window), and upper
+// bounds far above real
 // models (1024 layers, hidden 65536, 1024 heads, head_dim 1024,
 // intermediate 2^20, vocabulary 2^22, context 2^21) so that absurd values
 // are an Error, not an overflow or a huge allocation. `source` prefixes

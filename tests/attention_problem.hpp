@@ -177,13 +177,16 @@ inline std::vector<float> run_attention(Backend& be, const Problem& p, KvDtype d
 
 // Naive attention in fp64 over the logical K/V: row i of a sequence with q_len
 // rows and ctx keys attends keys [0, ctx - q_len + i]; padding rows are 0.
-inline std::vector<double> reference(const Problem& p) {
+// softcap > 0: scores s become softcap tanh(s / softcap); window > 0: only
+// keys j > (ctx - q_len + i) - window (PagedAttentionParams' Gemma fields).
+inline std::vector<double> reference(const Problem& p, double softcap = 0.0, int window = 0) {
   const Shape& sh = p.sh;
   std::vector<double> out(p.q.size(), 0.0);
   const double scale = 1.0 / std::sqrt(double(sh.D));
   for (size_t s = 0; s < p.seqs.size(); ++s) {
     for (int i = 0; i < p.seqs[s].q_len; ++i) {
       const int row = p.qsl[s] + i, keys = p.seqs[s].ctx - p.seqs[s].q_len + i + 1;
+      const int first = window > 0 ? std::max(0, keys - window) : 0;
       for (int hq = 0; hq < sh.Hq; ++hq) {
         const int hk = hq / (sh.Hq / sh.Hk);
         const float* q = &p.q[(size_t(row) * sh.Hq + hq) * sh.D];
@@ -193,6 +196,8 @@ inline std::vector<double> reference(const Problem& p) {
           double acc = 0;
           for (int d = 0; d < sh.D; ++d) acc += double(q[d]) * k[d];
           w[size_t(j)] = acc * scale;
+          if (softcap > 0) w[size_t(j)] = softcap * std::tanh(w[size_t(j)] / softcap);
+          if (j < first) w[size_t(j)] = -std::numeric_limits<double>::infinity();
         }
         const double mx = *std::max_element(w.begin(), w.end());
         double den = 0;

@@ -93,6 +93,9 @@ TEST(ChatTemplateGoldens, Phi4MiniInstruct) { EXPECT_GE(check_golden_file("phi-4
 TEST(ChatTemplateGoldens, Phi35MiniInstruct) {
   EXPECT_GE(check_golden_file("phi-3.5-mini-instruct.cases.json"), 20u);
 }
+// google/gemma-2-2b-it's template: <start_of_turn>user/model turns, content trimmed,
+// raise_exception for a system message and for turns that do not alternate.
+TEST(ChatTemplateGoldens, Gemma2It) { EXPECT_GE(check_golden_file("gemma-2-it.cases.json"), 20u); }
 // Qwen/Qwen3-0.6B's template: thinking blocks stripped from history, reasoning_content,
 // enable_thinking, tools, tool calls with string and dict arguments, tool responses.
 TEST(ChatTemplateGoldens, Qwen3) { EXPECT_GE(check_golden_file("qwen3.cases.json"), 30u); }

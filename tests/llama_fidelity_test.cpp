@@ -26,6 +26,7 @@
 
 #include "formats_test_util.hpp"
 #include "llama_test_util.hpp"
+#include "tiny_fidelity.hpp"
 #include "tiny_gguf_writer.hpp"
 #include "model/dequant.hpp"
 #include "model/gguf_file.hpp"
@@ -36,6 +37,10 @@ namespace {
 
 using model::LlamaModel;
 using model::WeightPrecision;
+using test::TinyErrors;
+using test::tiny_errors;
+using test::llama_cpp_gguf;
+using test::check_llama_cpp_gguf;
 
 struct SmolGolden {
   std::vector<std::vector<int32_t>> ids, greedy;
@@ -288,51 +293,6 @@ TEST(SmolLM2Fidelity, DISABLED_GeneratorSpeed) {
 
 // ---- tiny random models (fp32 safetensors) ------------------------------------
 
-struct TinyErrors {
-  double rel = 0;  // max row-relative error over every position of every sequence
-  double abs = 0;  // max abs logit difference
-};
-
-// Runs the golden sequences of tiny model `name` (HF logits of every
-// position) through the model at `path` (the HF directory or a GGUF), whole
-// and (sequences of at most `chunked_up_to` tokens) in chunks of 4, and
-// returns the largest errors.
-TinyErrors tiny_errors(const std::string& name, const std::string& path, const std::string& label,
-                       int32_t chunked_up_to = INT32_MAX) {
-  TinyErrors worst;
-  auto backend = test::cpu_backend();
-  model::LoadOptions o;
-  o.precision = WeightPrecision::kExact;
-  o.max_num_batched_tokens = 64;
-  o.max_num_seqs = 4;
-  o.max_logits_rows = 64;
-  auto m = LlamaModel::load(path, *backend, o);
-  EXPECT_TRUE(m.ok()) << m.error().message;
-  if (!m.ok()) return {1e9, 1e9};
-  const test::TinyGolden g = test::load_tiny_golden(test::logits_data(name) + ".json");
-  EXPECT_EQ(g.vocab, (*m)->config().vocab_size);
-  auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8);
-  EXPECT_TRUE(cache.ok());
-  for (size_t s = 0; s < g.ids.size(); ++s) {
-    const int32_t len = int32_t(g.ids[s].size());
-    const auto blocks = test::sequential_blocks(len, 16);
-    for (int32_t chunk : {len, 4}) {
-      if (chunk != len && len > chunked_up_to) continue;
-      std::vector<float> ours = test::run_sequence(**m, *cache, g.ids[s], blocks, chunk);
-      const double rel = test::max_row_relative_error(ours.data(), g.logits[s].data(), len, g.vocab);
-      double abs = 0;
-      for (size_t i = 0; i < ours.size(); ++i) {
-        abs = std::max(abs, double(std::fabs(ours[i] - g.logits[s][i])));
-      }
-      std::printf("[%s] sequence %zu (len %d, chunk %d): max row-relative error %.3g, max abs %.3g\n",
-                  label.c_str(), s, len, chunk, rel, abs);
-      worst.rel = std::max(worst.rel, rel);
-      worst.abs = std::max(worst.abs, abs);
-    }
-  }
-  return worst;
-}
-
 void check_tiny(const std::string& name) {
   const std::string dir = test::logits_data(name);
   {
@@ -403,56 +363,6 @@ TEST(TinyFidelity, Phi3LongRopeFusedPartialRotaryEveryPosition) {
 }
 
 // ---- the same models as llama.cpp's convert_hf_to_gguf.py writes them ----------
-
-// Writes the GGUF that llama.cpp's converter made of tiny model `name` as
-// `outtype` (f32 / f16): the metadata of its listing (tests/data/logits/
-// <name>.gguf.json, tools/gen-arch-goldens.py) and this test's own conversion
-// of the committed safetensors, checked to have exactly the listing's tensors
-// (names, dims, types).
-std::string llama_cpp_gguf(const std::string& name, const std::string& outtype) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element listing = parser.load(test::logits_data(name) + ".gguf.json")[outtype];
-  simdjson::dom::object meta = listing["metadata"];
-  test::TinyGgufOptions opt;
-  opt.f16 = outtype == "f16";
-  opt.metadata = &meta;
-  const std::string path = test::write_tiny_gguf(test::logits_data(name), name + "-" + outtype, opt);
-  auto g = model::GgufFile::open(path);
-  EXPECT_TRUE(g.ok());
-  if (!g.ok()) return path;
-  simdjson::dom::array tensors = listing["tensors"];
-  EXPECT_EQ(g->tensors().size(), tensors.size());
-  for (simdjson::dom::element t : tensors) {
-    const std::string tname{std::string_view(t["name"])};
-    const model::GgufTensorInfo* info = g->find_tensor(tname);
-    EXPECT_NE(info, nullptr) << name << ": llama.cpp writes " << tname << ", this converter not";
-    if (info == nullptr) continue;
-    std::vector<uint64_t> dims;
-    for (simdjson::dom::element d : simdjson::dom::array(t["dims"])) dims.push_back(uint64_t(int64_t(d)));
-    EXPECT_EQ(info->dims, dims) << tname;
-    EXPECT_EQ(std::string(model::ggml_type_name(info->raw_type)), std::string_view(t["type"])) << tname;
-    simdjson::dom::array values;
-    if (t["values"].get(values) == simdjson::SUCCESS) {  // rope_freqs, rope_factors_*: llama.cpp's values
-      const float* ours = reinterpret_cast<const float*>(g->tensor_data(*info));
-      size_t i = 0;
-      for (simdjson::dom::element v : values) {
-        EXPECT_NEAR(ours[i], double(v), 1e-6 * double(v)) << tname << "[" << i << "]";
-        ++i;
-      }
-      EXPECT_EQ(i, info->num_elements());
-    }
-  }
-  return path;
-}
-
-void check_llama_cpp_gguf(const std::string& name, const std::string& outtype, double max_abs,
-                          int32_t chunked_up_to = INT32_MAX) {
-  const std::string path = llama_cpp_gguf(name, outtype);
-  const TinyErrors e = tiny_errors(name, path, name + " GGUF " + outtype, chunked_up_to);
-  std::printf("[%s GGUF %s] worst: max abs %.3g, row-relative %.3g\n", name.c_str(),
-              outtype.c_str(), e.abs, e.rel);
-  EXPECT_LE(e.abs, max_abs);
-}
 
 // F32: the same numbers as the safetensors (measured max abs < 1e-6). F16:
 // every matrix rounded to fp16 (relative 2^-11), measured max abs 6e-4..1.2e-3

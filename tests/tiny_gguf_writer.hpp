@@ -10,6 +10,10 @@
 //    rope_freqs.weight (per-pair frequency divisors);
 //  - arch "phi3": fused qkv_proj / gate_up_proj stay fused (attn_qkv, ffn_up),
 //    and longrope's factor lists become rope_factors_long/short.weight (F32);
+//  - arch "gemma2" / "gemma3" (HF gemma3_text): post_attention_layernorm ->
+//    post_attention_norm, pre_feedforward_layernorm -> ffn_norm,
+//    post_feedforward_layernorm -> post_ffw_norm, and every norm weight
+//    stored as 1 + w (llama.cpp's Gemma converters add the 1);
 //  - optional Q8_0 quantization of the 2-D weights whose row length is a
 //    multiple of 32, and hooks to break the file for the loader's error tests.
 // Header-only; used by llama_model_test and paging_proof_test.
@@ -43,9 +47,12 @@ struct TinyGgufOptions {
   // what llama.cpp's converter wrote, tools/gen-arch-goldens.py: integers as
   // u32, floats as f32, strings), so that the file is the converter's.
   const simdjson::dom::object* metadata = nullptr;
+  // F32 metadata written in addition (e.g. gemma2.attention.scale, a key the
+  // converter does not write).
+  std::vector<std::pair<std::string, float>> extra_f32;
 };
 
-inline std::string gguf_name_of(const std::string& hf) {
+inline std::string gguf_name_of(const std::string& hf, bool gemma = false) {
   const std::pair<const char*, const char*> fixed[] = {
       {"model.embed_tokens.weight", "token_embd.weight"},
       {"model.norm.weight", "output_norm.weight"},
@@ -65,6 +72,13 @@ inline std::string gguf_name_of(const std::string& hf) {
   const size_t dot = hf.find('.', prefix.size());
   const std::string layer = hf.substr(prefix.size(), dot - prefix.size());
   const std::string rest = hf.substr(dot + 1);
+  const std::pair<const char*, const char*> gemma_parts[] = {
+      {"post_attention_layernorm.", "post_attention_norm."},
+      {"pre_feedforward_layernorm.", "ffn_norm."},
+      {"post_feedforward_layernorm.", "post_ffw_norm."}};
+  for (auto [from, to] : gemma_parts) {
+    if (gemma && rest.rfind(from, 0) == 0) return "blk." + layer + "." + to + rest.substr(std::strlen(from));
+  }
   for (auto [from, to] : parts) {
     if (rest.rfind(from, 0) == 0) return "blk." + layer + "." + to + rest.substr(std::strlen(from));
   }
@@ -158,12 +172,16 @@ inline std::string write_tiny_gguf(const std::string& src, const std::string& na
   simdjson::dom::parser parser;
   simdjson::dom::element cfg = parser.load(src + "/config.json");
   const std::string model_type = std::string(std::string_view(cfg["model_type"]));
-  const std::string arch = model_type == "mistral" ? "llama" : model_type;  // as llama.cpp converts
+  const std::string arch = model_type == "mistral"       ? "llama"  // as llama.cpp converts
+                           : model_type == "gemma3_text" ? "gemma3"
+                                                         : model_type;
+  const bool gemma = arch == "gemma2" || arch == "gemma3";
   const int64_t H = int64_t(cfg["hidden_size"]), heads = int64_t(cfg["num_attention_heads"]);
   const int64_t kv_heads = int64_t(cfg["num_key_value_heads"]);
   int64_t D = H / heads;
   if (int64_t hd = 0; cfg["head_dim"].get(hd) == simdjson::SUCCESS) D = hd;
   simdjson::dom::element rope = cfg["rope_parameters"];
+  if (simdjson::dom::element full; rope["full_attention"].get(full) == simdjson::SUCCESS) rope = full;
   const double theta = double(rope["rope_theta"]);
   GgufWriter w;
   if (opt.metadata != nullptr) {
@@ -173,6 +191,7 @@ inline std::string write_tiny_gguf(const std::string& src, const std::string& na
       else if (value.is_int64()) w.kv_u32(k, uint32_t(int64_t(value)));
       else w.kv_f32(k, float(double(value)));
     }
+    for (const auto& [k, v] : opt.extra_f32) w.kv_f32(k, v);
   } else {
     double partial = 1.0;
     if (double f = 0; rope["partial_rotary_factor"].get(f) == simdjson::SUCCESS) partial = f;
@@ -204,9 +223,12 @@ inline std::string write_tiny_gguf(const std::string& src, const std::string& na
   }
   auto st = model::SafetensorsModel::open(src);
   for (const model::StTensor* t : st->tensors()) {
-    const std::string g = gguf_name_of(t->name);
+    const std::string g = gguf_name_of(t->name, gemma);
     if (g == opt.drop) continue;
     std::vector<float> v = model::to_float(*t);
+    if (gemma && g.size() > 11 && g.compare(g.size() - 11, 11, "norm.weight") == 0) {
+      for (float& x : v) x = 1.0f + x;
+    }
     std::vector<uint64_t> dims(t->shape.rbegin(), t->shape.rend());  // ggml order
     const bool matrix = dims.size() == 2;
     if (arch == "llama" && (g.find(".attn_q.") != std::string::npos ||

@@ -191,6 +191,13 @@ CONVERSATIONS = {
         _conv("no_generation_prompt_ends_with_eos", [SYS, U1, A1], add_generation_prompt=False),
     ],
     "qwen3": _qwen3(),
+    # Gemma 2's template: no system role (an error), strict user/model
+    # alternation (an error otherwise), content | trim, assistant -> model.
+    "gemma-2-it": _common(system_ok=False) + [
+        _conv("system_rejected", [SYS, U1]),
+        _conv("two_users_rejected", [U1, U2]),
+        _conv("assistant_first_rejected", [A1, U1]),
+    ],
     "stress": _stress(),
 }
 

@@ -19,6 +19,18 @@ Makes, under tests/data/logits/:
                        original context 16 of 256: the 1- and 7-token
                        sequences use short_factor, the 19-token one (longer than
                        16) long_factor; attention factor sqrt(1 + ln 16 / ln 16)
+  tiny-gemma2/         Gemma 2: GeGLU (gelu_pytorch_tanh), (1 + w) RMSNorms with
+                       post-attention and post-FFN norms, embedding x sqrt(96),
+                       attention soft-cap 4 and final soft-cap 2.5 (small enough
+                       to bite on these random weights), query_pre_attn_scalar
+                       24 != head_dim 32, sliding window 5 on layers 0 and 2
+                       (layer 1 global), tied embeddings
+  tiny-gemma3/         Gemma 3 text (Gemma3ForCausalLM): as Gemma 2 without the
+                       attention soft-cap, plus per-head q/k (1 + w) norms; six
+                       layers, five windowed (window 6) and layer 5 global;
+                       global RoPE base 1e5 with linear scaling 4, local base
+                       1e4 unscaled; query_pre_attn_scalar 20 != head_dim 32;
+                       final soft-cap 3
   tiny-<name>.json     input ids and the HF logits of every position
                        (float32 values in JSON lists, [seq][pos][vocab])
   tiny-<name>.gguf.json  what llama.cpp's converter writes for the model, as F32
@@ -43,12 +55,14 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
 
 import torch
-from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,
+                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Phi3Config, Phi3ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -65,7 +79,9 @@ sys.path[:0] = [sys.argv[1], sys.argv[1] + "/gguf-py"]
 import conversion.base as base
 base.TextModel.set_vocab = lambda self: None
 import conversion.qwen as qwen, conversion.llama as llama, conversion.phi as phi
-for cls in (qwen.Qwen2Model, qwen.Qwen3Model, llama.LlamaModel, phi.Phi3MiniModel):
+import conversion.gemma as gemma
+for cls in (qwen.Qwen2Model, qwen.Qwen3Model, llama.LlamaModel, phi.Phi3MiniModel,
+            gemma.Gemma2Model, gemma.Gemma3Model):
     cls.set_vocab = lambda self: None
 import convert_hf_to_gguf
 sys.argv = ["convert_hf_to_gguf.py"] + sys.argv[2:]
@@ -117,6 +133,16 @@ def listing(path, llama_cpp):
 def convert(d, name, llama_cpp):
     result = {}
     with tempfile.TemporaryDirectory() as tmp:
+        # Gemma 3's converter cuts token_embd to the tokenizer's size, read from
+        # tokenizer.json: a copy of the model with a tokenizer.json of exactly
+        # the model's vocabulary (nothing cut).
+        if "gemma3" in name:
+            copy = pathlib.Path(tmp) / "model"
+            shutil.copytree(d, copy)
+            vocab = json.loads((d / "config.json").read_text())["vocab_size"]
+            (copy / "tokenizer.json").write_text(json.dumps(
+                {"model": {"vocab": {f"t{i}": i for i in range(vocab)}}, "added_tokens": []}))
+            d = copy
         for outtype in ("f32", "f16"):
             path = pathlib.Path(tmp) / f"{name}-{outtype}.gguf"
             subprocess.run([sys.executable, "-c", CONVERT, str(llama_cpp), str(d), "--outtype",
@@ -154,6 +180,23 @@ def main():
                                     "partial_rotary_factor": 0.75, "rope_theta": 10000.0})
     if want("tiny-phi3"):
         convert(tiny("tiny-phi3", Phi3ForCausalLM(phi3)), "tiny-phi3", a.llama_cpp)
+    gemma2 = Gemma2Config(**COMMON, rope_theta=10000.0, tie_word_embeddings=True,
+                          hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=24,
+                          sliding_window=5, attn_logit_softcapping=4.0, final_logit_softcapping=2.5,
+                          bos_token_id=2, eos_token_id=1, pad_token_id=0)
+    if want("tiny-gemma2"):
+        convert(tiny("tiny-gemma2", Gemma2ForCausalLM(gemma2)), "tiny-gemma2", a.llama_cpp)
+    gemma3 = Gemma3TextConfig(**dict(COMMON, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                                     num_hidden_layers=6),
+                              tie_word_embeddings=True, hidden_activation="gelu_pytorch_tanh",
+                              query_pre_attn_scalar=20, sliding_window=6, final_logit_softcapping=3.0,
+                              attn_logit_softcapping=None, bos_token_id=2, eos_token_id=1, pad_token_id=0,
+                              rope_parameters={"full_attention": {"rope_type": "linear", "factor": 4.0,
+                                                                  "rope_theta": 100000.0},
+                                               "sliding_attention": {"rope_type": "default",
+                                                                     "rope_theta": 10000.0}})
+    if want("tiny-gemma3"):
+        convert(tiny("tiny-gemma3", Gemma3ForCausalLM(gemma3)), "tiny-gemma3", a.llama_cpp)
 
 
 if __name__ == "__main__":

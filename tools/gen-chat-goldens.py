@@ -15,6 +15,10 @@ Makes:
                                            (<|user|>..<|end|><|assistant|>), as
                                            llama.cpp vendors it (models/templates/
                                            microsoft-Phi-3.5-mini-instruct.jinja; same env)
+  tests/data/chat/gemma-2-it.jinja         google/gemma-2-2b-it's template (<start_of_turn>user ..
+                                           <end_of_turn>, assistant as "model"), as llama.cpp
+                                           vendors it (models/templates/google-gemma-2-2b-it.jinja;
+                                           same env)
   tests/data/chat/<name>.cases.json        conversations and the rendered prompt
                                            (or the error jinja2 raised) per template
   tests/data/chat/snippets.json            small templates with jinja2's output/error
@@ -75,6 +79,8 @@ FAMILIES = {
     "qwen3": ("<|endoftext|>", "<|im_end|>"),
     # Phi-3.5-mini-instruct's tokenizer_config.json: bos <s>, eos <|endoftext|>.
     "phi-3.5-mini-instruct": ("<s>", "<|endoftext|>"),
+    # gemma-2-2b-it's tokenizer_config.json: bos <bos>, eos <eos> (turns end with <end_of_turn>).
+    "gemma-2-it": ("<bos>", "<eos>"),
     "stress": ("<s>", "</s>"),
 }
 
@@ -108,6 +114,15 @@ def copy_phi35():
                         OUT / "phi-3.5-mini-instruct.jinja")
     elif not (OUT / "phi-3.5-mini-instruct.jinja").exists():
         sys.exit("no PAGODA_LLAMA_CPP and no existing tests/data/chat/phi-3.5-mini-instruct.jinja")
+
+
+def copy_gemma2():
+    src = os.environ.get("PAGODA_LLAMA_CPP")
+    if src:
+        shutil.copyfile(pathlib.Path(src) / "models" / "templates" / "google-gemma-2-2b-it.jinja",
+                        OUT / "gemma-2-it.jinja")
+    elif not (OUT / "gemma-2-it.jinja").exists():
+        sys.exit("no PAGODA_LLAMA_CPP and no existing tests/data/chat/gemma-2-it.jinja")
 
 
 def copy_shared():
@@ -183,6 +198,7 @@ def main():
     copy_shared()
     copy_qwen3()
     copy_phi35()
+    copy_gemma2()
     gen_conversations()
     gen_snippets()
 

@@ -40,6 +40,8 @@ class CpuBackend final : public Backend {
   void rms_norm(const RmsNormParams& p) override { cpu::rms_norm(p, *pool_); }
   void rope(const RopeParams& p) override { cpu::rope(p, *pool_); }
   void silu_mul(const SiluMulParams& p) override { cpu::silu_mul(p, *pool_); }
+  void gelu_tanh_mul(const GeluMulParams& p) override { cpu::gelu_tanh_mul(p, *pool_); }
+  void scale_cap(const ScaleCapParams& p) override { cpu::scale_cap(p, *pool_); }
   void kv_cache_write(const KvCacheWriteParams& p) override { cpu::kv_cache_write(p, *pool_); }
   void paged_attention(const PagedAttentionParams& p) override {
     cpu::paged_attention(p, *pool_, attention_scratch_);

@@ -27,6 +27,9 @@ void rms_norm(const RmsNormParams& p, ThreadPool& pool, QuantizeFn quantize = nu
 void rope(const RopeParams& p, ThreadPool& pool);
 void silu_mul(const SiluMulParams& p, ThreadPool& pool, QuantizeFn quantize = nullptr,
               detail::ActBlock* act = nullptr);
+// Gemma's GeGLU and scale/soft-cap (gelu_mul.cpp).
+void gelu_tanh_mul(const GeluMulParams& p, ThreadPool& pool);
+void scale_cap(const ScaleCapParams& p, ThreadPool& pool);
 void kv_cache_write(const KvCacheWriteParams& p, ThreadPool& pool);
 // rope then kv_cache_write, token by token in one pass (the same results).
 void rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w, ThreadPool& pool);

@@ -20,6 +20,13 @@
 // rows: for a fixed variant, results are bitwise batch-independent (whatever
 // the batch composition, tile or thread count) for a fixed partition_size.
 // A row with no key (kv_end == 0) gets output 0.
+// Sliding window (Gemma): a row attends keys [kv_begin, kv_end) with kv_begin
+// = max(0, kv_end - window). The item starts at the block holding the
+// smallest kv_begin of its rows (block-aligned, so chunk boundaries stay
+// where they would be without a window); a row skips the chunks wholly
+// before its own kv_begin and masks (score -inf) the keys of a chunk that
+// precede it, so its result still depends only on its own keys. Soft-cap:
+// the kernels' softcap on the scores, before the mask and the softmax.
 // Split-K: each (row, partition) writes a normalised partial output and its
 // log-sum-exp; merge_partials combines them with weights exp(lse_i - max lse).
 #include <algorithm>
@@ -49,9 +56,16 @@ int32_t row_kv_end(const AttentionMetadata& m, int32_t s, int32_t row) {
   return std::clamp(ctx - q_len + (row - q_begin) + 1, 0, ctx);
 }
 
+// The first key the row attends: kv_end - window under a sliding window.
+int32_t row_kv_begin(int32_t kv_end, int32_t window) {
+  return window > 0 ? std::max(0, kv_end - window) : 0;
+}
+
 // Online-softmax state of one work item's rows and q heads.
 struct TileState {
   int32_t kv_end[kRowTile];
+  int32_t kv_begin[kRowTile];
+  int32_t lo = 0;  // the smallest kv_begin of the active rows
   bool active[kRowTile];  // the row has this item's partition
   float m[kRowTile][kMaxGroupChunk];
   float s[kRowTile][kMaxGroupChunk];
@@ -79,7 +93,7 @@ struct ItemRun {
   void attend_block(const AttentionScratch::Item& it, TileState& st, int32_t b, int32_t lo,
                     int32_t hi) const;
   void attend_chunk(const AttentionScratch::Item& it, TileState& st, int32_t r, const float* kc,
-                    const float* vc, int32_t n, const float* kt) const;
+                    const float* vc, int32_t n, const float* kt, int32_t skip) const;
   void finish(const AttentionScratch::Item& it, TileState& st) const;
   void run(const AttentionScratch::Item& it) const;
 };
@@ -87,11 +101,16 @@ struct ItemRun {
 // Sets up the rows' state and zeroes their accumulators; returns the largest kv_end.
 int32_t ItemRun::init(const AttentionScratch::Item& it, TileState& st) const {
   int32_t hi = 0;
+  st.lo = std::numeric_limits<int32_t>::max();
   for (int32_t r = 0; r < it.row_end - it.row_begin; ++r) {
     const int32_t row = it.row_begin + r;
     st.kv_end[r] = row_kv_end(p.meta, it.seq, row);
+    st.kv_begin[r] = row_kv_begin(st.kv_end[r], p.sliding_window);
     st.active[r] = it.partition < 0 || it.partition < sc.num_parts[size_t(row)];
-    if (st.active[r]) hi = std::max(hi, st.kv_end[r]);
+    if (st.active[r]) {
+      hi = std::max(hi, st.kv_end[r]);
+      st.lo = std::min(st.lo, st.kv_begin[r]);
+    }
     for (int32_t g = 0; g < it.group_end - it.group_begin; ++g) {
       st.m[r][g] = kNegInf;
       st.s[r][g] = 0.0f;
@@ -139,17 +158,20 @@ void ItemRun::attend_block(const AttentionScratch::Item& it, TileState& st, int3
     if (transposed) k.transpose(kb + int64_t{c} * D, std::min(attn::kChunk, jmax - c), D, kt);
     for (int32_t r = 0; r < it.row_end - it.row_begin; ++r) {
       const int32_t n = std::min(attn::kChunk, j1[r] - c);
-      if (n <= 0) continue;
+      const int32_t skip = st.kv_begin[r] - (b * BS + c);  // keys of the chunk before the window
+      if (n <= 0 || skip >= n) continue;
       attend_chunk(it, st, r, kb + int64_t{c} * D, vb + int64_t{c} * D, n,
-                   transposed ? kt : nullptr);
+                   transposed ? kt : nullptr, std::max(skip, 0));
     }
   }
 }
 
 // Folds n <= kChunk consecutive keys (kc, vc: [n, D]; kt: their transpose
-// or nullptr) into row r's heads: one online-softmax step.
+// or nullptr) into row r's heads: one online-softmax step. The first `skip`
+// (< n) keys lie before the row's window: masked.
 void ItemRun::attend_chunk(const AttentionScratch::Item& it, TileState& st, int32_t r,
-                           const float* kc, const float* vc, int32_t n, const float* kt) const {
+                           const float* kc, const float* vc, int32_t n, const float* kt,
+                           int32_t skip) const {
   const int32_t D = p.layout.head_dim, nh = it.group_end - it.group_begin;
   const int32_t row = it.row_begin + r;
   const float* q[kMaxGroupChunk];
@@ -166,6 +188,8 @@ void ItemRun::attend_chunk(const AttentionScratch::Item& it, TileState& st, int3
   } else {
     k.scores(q, nh, kc, n, D, p.scale, w);
   }
+  if (p.softcap > 0.0f) k.softcap(w, nh, n, p.softcap);
+  for (int32_t g = 0; g < nh && skip > 0; ++g) std::fill_n(w + g * attn::kChunk, skip, kNegInf);
   k.weights(w, nh, st.m[r], st.s[r], alpha);
   k.pv(acc, alpha, w, nh, vc, n, D);
 }
@@ -192,8 +216,10 @@ void ItemRun::finish(const AttentionScratch::Item& it, TileState& st) const {
 void ItemRun::run(const AttentionScratch::Item& it) const {
   TileState st;
   int32_t hi = init(it, st);
-  const int32_t lo = it.partition < 0 ? 0 : it.partition * P;
-  if (it.partition >= 0) hi = std::min(hi, lo + P);
+  const int32_t BS = p.layout.block_size;
+  const int32_t part_lo = it.partition < 0 ? 0 : it.partition * P;
+  if (it.partition >= 0) hi = std::min(hi, part_lo + P);
+  const int32_t lo = std::max(part_lo, st.lo / BS * BS);  // P is a multiple of BS
   for (int32_t b = lo / p.layout.block_size; b * p.layout.block_size < hi; ++b) {
     attend_block(it, st, b, lo, hi);
   }

@@ -197,7 +197,8 @@ PAGODA_ATTN_TARGET void scale(float* x, float a, int32_t D) {
 }  // namespace
 
 const Kernels& avx2_kernels() {
-  static const Kernels k{&scores, &weights, &pv, &scale, &exp16, 16, nullptr, nullptr};
+  static const Kernels k{&scores, &weights, &pv, &scale, &exp16, 16, nullptr, nullptr,
+                         &softcap_avx2};
   return k;
 }
 

@@ -288,7 +288,8 @@ PAGODA_ATTN_TARGET void scale(float* x, float a, int32_t D) {
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{&scores, &weights, &pv, &scale, &exp16, 16, &transpose, &scores_t};
+  static const Kernels k{&scores, &weights, &pv, &scale, &exp16, 16, &transpose, &scores_t,
+                         &softcap_avx2};  // the AVX2 soft-cap: the same bits as the AVX2 variant
   return k;
 }
 

@@ -70,10 +70,17 @@ void pv(float* const* acc, const float* alpha, const float* w, int32_t nh, const
   }
 }
 
+void softcap(float* s, int32_t nh, int32_t n, float cap) {
+  for (int32_t h = 0; h < nh; ++h) {
+    for (int32_t l = 0; l < n; ++l) s[h * kChunk + l] = cap * std::tanh(s[h * kChunk + l] / cap);
+  }
+}
+
 }  // namespace
 
 const Kernels& portable_kernels() {
-  static const Kernels k{&scores, &weights, &pv, &scale_in_place, &exp16, 1, nullptr, nullptr};
+  static const Kernels k{&scores, &weights, &pv, &scale_in_place, &exp16, 1, nullptr, nullptr,
+                         &softcap};
   return k;
 }
 
