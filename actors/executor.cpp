@@ -168,7 +168,6 @@ Result<StepResult> Executor::run_step(const StepPlan& plan, const std::function<
   out.step_id = plan.step_id;
   mirror_->begin(plan, tokens_, bad_, out.errors, &placeholders_);
   if (inject) inject();
-  patch_placeholders(out);
   if (auto ok = tables_->sync(*backend_); !ok) return ok.error();
   if (auto ok = run_copies(plan); !ok) return ok.error();
   const bool any_bad = std::find(bad_.begin(), bad_.end(), uint8_t(1)) != bad_.end();
@@ -195,22 +194,6 @@ Result<void> Executor::compute(const StepPlan& plan, StepResult& out) {
   mirror_->record(plan, sampled_);
   for (const SeqError& e : out.errors) mirror_->erase(e.seq);  // later plans naming it fail alone
   return {};
-}
-
-void Executor::patch_placeholders(StepResult& out) {
-  for (const Placeholder& p : placeholders_) {
-    const MirroredSeq* s = mirror_->find(p.seq);
-    const TokenId id = s == nullptr ? -1 : s->last_sampled;
-    if (id >= 0 && !s->awaiting_sample) {
-      tokens_[size_t(p.entry)][size_t(p.index)] = id;
-      continue;
-    }
-    // Its id was never recorded (the step that samples it did not finish).
-    out.errors.push_back({p.seq, "executor: sequence " + std::to_string(p.seq) +
-                                     " has a placeholder but no sampled id"});
-    mirror_->erase(p.seq);
-    bad_[size_t(p.entry)] = 1;
-  }
 }
 
 // Rare (a row failed in begin()): copies the plan without the bad entries.

@@ -108,14 +108,15 @@ class Executor : private TableStore {
   // Device time of the last run(): forward + sampling, in nanoseconds.
   int64_t last_compute_ns() const { return compute_ns_; }
   // Host preparation of the last run() before its forward was issued: the
-  // mirror's deltas, the placeholder patch, the table sync, the copies and
+  // mirror's deltas (placeholders filled), the table sync, the copies and
   // the flattened batch (not RunState's packing, which is inside the
   // forward), in nanoseconds; 0 for a run without entries.
   int64_t last_prep_ns() const { return prep_ns_; }
-  // The placeholders of the last run() and the ids they were patched with
-  // (tests: each must be the id sampled last for its sequence).
+  // The placeholders of the last run() and the ids they were filled with
+  // (tests: each must be the id sampled last for its sequence). Steps run
+  // one at a time, so every placeholder is resolved when its step begins.
   const std::vector<Placeholder>& last_placeholders() const { return placeholders_; }
-  TokenId patched_id(size_t i) const {
+  TokenId placeholder_id(size_t i) const {
     const Placeholder& p = placeholders_[i];
     return tokens_[size_t(p.entry)][size_t(p.index)];
   }
@@ -129,9 +130,6 @@ class Executor : private TableStore {
   // spread back over the plan's samples.
   Result<void> compute_rest(const StepPlan& plan, StepResult& out);
   void check_samples(StepResult& out);
-  // Fills every placeholder of the step with the id its sequence sampled
-  // last (the previous step's record()); a sequence without one fails alone.
-  void patch_placeholders(StepResult& out);
   Result<void> run_copies(const StepPlan& plan);
   void build_batch(const StepPlan& plan);
   Result<void> stage_rows(const StepPlan& plan, bool* want_top);

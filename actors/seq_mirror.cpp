@@ -40,7 +40,8 @@ void SeqMirror::begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& t
   tokens.resize(plan.entries.size());
   bad.assign(plan.entries.size(), 0);
   for (size_t i = 0; i < plan.entries.size(); ++i) {
-    if (auto ok = apply_entry(plan.entries[i], tokens[i]); !ok) {
+    bool awaited = false;
+    if (auto ok = apply_entry(plan.entries[i], tokens[i], awaited); !ok) {
       drop(plan.entries[i].seq);
       tokens[i].clear();
       bad[i] = 1;
@@ -50,7 +51,7 @@ void SeqMirror::begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& t
     const PlanEntry& e = plan.entries[i];
     if (placeholders == nullptr || e.num_placeholders == 0) continue;
     const int32_t at = int32_t(e.tokens.size());  // the placeholder follows the known ids
-    placeholders->push_back({int32_t(i), at, e.seq, e.num_cached + at});
+    placeholders->push_back({int32_t(i), at, e.seq, e.num_cached + at, !awaited});
   }
 }
 
@@ -60,7 +61,8 @@ void SeqMirror::clear() {
 
 // A table delta's ids are checked by the store's assign(); the coverage and
 // the token count are the mirror's.
-Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens) {
+Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens,
+                                    bool& awaited) {
   if (e.fresh) {
     drop(e.seq);
     MirroredSeq fresh;
@@ -90,6 +92,7 @@ Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& to
   }
   tokens.assign(e.tokens.begin(), e.tokens.end());
   if (e.num_placeholders == 1) tokens.push_back(s.last_sampled);
+  awaited = s.awaiting_sample;
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (s.history_valid && size_t(s.num_tokens) + i == s.history.size()) s.history.push_back(tokens[i]);
   }
@@ -104,6 +107,9 @@ void SeqMirror::forks(const StepPlan& plan, std::vector<SeqError>& errors) {
       errors.push_back({f.child, ok.error().message});
     }
   }
+}
+
+void SeqMirror::expect(const StepPlan& plan) {
   for (const PlanSample& p : plan.samples) {
     if (MirroredSeq* s = find(p.seq)) s->awaiting_sample = true;
   }

@@ -17,16 +17,17 @@
 //                 count, ids (known ids + placeholders); every check is
 //                 O(delta); a sequence that fails one is dropped and
 //                 reported, the others go on;
-//   forks(plan)   the post-entry forks (children copy the parent's state),
-//                 then every sampled sequence is marked as awaiting its id;
+//   forks(plan)   the post-entry forks (children copy the parent's state);
 //   record(plan, sampled)  the sampled ids, one per plan sample.
 // Placeholders: begin() fills each with the id last recorded for its
-// sequence and lists it (Placeholder), so that the caller can patch it once
-// the id is known. The next step's begin() may therefore run before this
-// step's record(): a placeholder of a sequence awaiting its id is accepted
-// (its value is then stale or -1 until patched), and record() writes each
-// sampled id into the history at its position, so either order leaves the
-// same history.
+// sequence and lists it (Placeholder). A caller that prepares step N+1
+// before step N's ids are known (a pipelined executor) calls expect(N)
+// after forks(N): then N+1's begin() accepts a placeholder of a sequence
+// awaiting its id (its value is stale or -1, `resolved` false) and the
+// caller patches it after record(N), which writes each sampled id into the
+// history at its position, so either order leaves the same history. The
+// executor today runs steps one at a time (begin after record): every
+// placeholder is resolved at begin.
 // Not thread-safe: the executor's thread.
 #pragma once
 
@@ -45,7 +46,7 @@ struct MirroredSeq {
   int32_t num_tokens = 0;    // positions with K/V (after the step that wrote them)
   int32_t prompt_len = 0;
   TokenId last_sampled = -1;
-  bool awaiting_sample = false;  // forks() of a step that samples it ran, record() not yet
+  bool awaiting_sample = false;  // expect() of a step that samples it ran, record() not yet
   std::vector<TokenId> history;  // ids by position, while history_valid
   bool history_valid = false;
   int32_t row = -1;              // its TableStore row (also its device history row)
@@ -83,11 +84,13 @@ class VectorTables final : public TableStore {
 };
 
 // A placeholder id begin() filled: tokens[entry][index], the id sampled
-// last for `seq` (position: where it lands in the sequence).
+// last for `seq` (position: where it lands in the sequence); not `resolved`
+// while that id is awaited (see expect()).
 struct Placeholder {
   int32_t entry = 0, index = 0;
   SeqId seq = 0;
   int32_t position = 0;
+  bool resolved = true;
 };
 
 class SeqMirror {
@@ -108,6 +111,9 @@ class SeqMirror {
              std::vector<Placeholder>* placeholders = nullptr);
   // A fork that fails drops its child and names it in `errors`.
   void forks(const StepPlan& plan, std::vector<SeqError>& errors);
+  // Marks every sequence the plan samples as awaiting its id until record()
+  // (only for a caller that begins the next step first; O(samples)).
+  void expect(const StepPlan& plan);
   // sampled[i] is plan.samples[i]'s id; it goes to the position after its
   // entry's tokens.
   void record(const StepPlan& plan, std::span<const TokenId> sampled);
@@ -125,7 +131,8 @@ class SeqMirror {
   int32_t block_size() const { return block_size_; }
 
  private:
-  Result<void> apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens);
+  // awaited: the sequence's last id is still awaited (expect()).
+  Result<void> apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens, bool& awaited);
   Result<void> fork(const SeqForkOp& f);
   void drop(SeqId seq);
 

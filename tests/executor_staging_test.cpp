@@ -1,6 +1,6 @@
 // The Executor's staging, on random weights of model/configs/tiny (CPU
 // backend), with plans built here:
-//  - every placeholder is patched with the id the step before sampled for
+//  - every placeholder is filled with the id the step before sampled for
 //    its sequence, and a run with placeholders samples the same ids as one
 //    that names each fed-back id itself (the lockstep form);
 //  - on a fake asynchronous device (deferred_backend.hpp: nothing runs until
@@ -110,8 +110,9 @@ std::vector<std::vector<TokenId>> run(Executor& ex, int decodes, bool lockstep) 
       EXPECT_EQ(ex.last_placeholders().size(), 2u);
       for (size_t i = 0; i < ex.last_placeholders().size(); ++i) {
         const Placeholder& p = ex.last_placeholders()[i];
-        EXPECT_EQ(ex.patched_id(i), last[size_t(p.seq - 1)]) << "decode " << d << ", seq " << p.seq;
+        EXPECT_EQ(ex.placeholder_id(i), last[size_t(p.seq - 1)]) << "decode " << d << ", seq " << p.seq;
         EXPECT_EQ(p.position, 24 + d);
+        EXPECT_TRUE(p.resolved);
       }
     }
     EXPECT_GT(ex.last_prep_ns(), 0);
@@ -121,7 +122,7 @@ std::vector<std::vector<TokenId>> run(Executor& ex, int decodes, bool lockstep) 
   return out;
 }
 
-TEST(ExecutorStaging, PlaceholdersArePatchedWithTheIdSampledBefore) {
+TEST(ExecutorStaging, PlaceholdersAreFilledWithTheIdSampledBefore) {
   auto piped = make(options());
   auto lock = make(options());
   ASSERT_TRUE(piped && lock);
