@@ -62,7 +62,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   ex->tables_.emplace(std::move(tables).value());
   ex->history_len_ = ex->max_model_len();
   ex->mirror_ = std::make_unique<SeqMirror>(ex->num_blocks(), ex->block_size(),
-                                                static_cast<SeqMirror::Listener*>(ex.get()));
+                                            static_cast<TableStore*>(ex.get()));
   if (auto ok = ex->ensure(ex->rows_dev_, size_t(o.max_num_seqs) * sizeof(gpu::SamplingRowParams));
       !ok) {
     return ok.error();
@@ -85,20 +85,21 @@ Result<void> Executor::ensure(gpu::DeviceBuffer& buf, size_t bytes) {
 Result<void> Executor::upload_staged(gpu::DeviceBuffer& dst, size_t offset, const void* src,
                                      size_t bytes) {
   if (bytes == 0) return {};
+  gpu::PinnedBuffer& set = staging_[staging_set_];
   const size_t at = (staged_ + 63) / 64 * 64;
-  if (at + bytes > staging_.size()) {
+  if (at + bytes > set.size()) {
     // Grows (rarely): what is queued from the old buffer must land first.
     backend_->synchronize();
-    auto b = backend_->allocate_pinned(std::max(staging_.size() * 2, at + bytes + (64 << 10)));
+    auto b = backend_->allocate_pinned(std::max(set.size() * 2, at + bytes + (64 << 10)));
     if (!b) return b.error();
-    staging_ = std::move(b).value();
+    set = std::move(b).value();
     staged_ = 0;
     return upload_staged(dst, offset, src, bytes);
   }
-  std::memcpy(staging_.as<uint8_t>() + at, src, bytes);
+  std::memcpy(set.as<uint8_t>() + at, src, bytes);
   staged_ = at + bytes;
-  auto up = backend_->upload_async(dst, offset, staging_.as<uint8_t>() + at, bytes);
-  staging_.uploads_issued();
+  auto up = backend_->upload_async(dst, offset, set.as<uint8_t>() + at, bytes);
+  set.uploads_issued();
   return up;
 }
 
@@ -153,17 +154,19 @@ int64_t clock_ns() {
 }  // namespace
 
 Result<StepResult> Executor::run_step(const StepPlan& plan, const std::function<void()>& inject) {
-  compute_ns_ = 0;
-  // A step that sampled nothing did not synchronize: its staged uploads may
-  // still be queued, so wait for them before the buffer is reused.
-  staging_.wait_writable();
+  compute_ns_ = prep_ns_ = 0;
+  step_start_ns_ = clock_ns();
+  // The set of the step before last: a step that sampled nothing did not
+  // synchronize, so its staged uploads may still be queued.
+  staging_set_ ^= 1;
+  staging_[staging_set_].wait_writable();
   staged_ = 0;
   if (int32_t(plan.samples.size()) > max_rows_ || int32_t(plan.entries.size()) > max_rows_) {
     return make_error("executor: the plan has more rows than max_num_seqs");
   }
   StepResult out;
   out.step_id = plan.step_id;
-  mirror_->begin(plan, tokens_, bad_, out.errors);
+  mirror_->begin(plan, tokens_, bad_, out.errors, &placeholders_);
   if (inject) inject();
   if (auto ok = tables_->sync(*backend_); !ok) return ok.error();
   if (auto ok = run_copies(plan); !ok) return ok.error();
@@ -176,6 +179,7 @@ Result<void> Executor::compute(const StepPlan& plan, StepResult& out) {
   if (plan.entries.empty()) return {};
   build_batch(plan);
   const int64_t t0 = clock_ns();
+  prep_ns_ = t0 - step_start_ns_;
   auto logits = model_->forward_device(batch_, cache_);
   if (!logits) return logits.error();
   compute_ns_ = clock_ns() - t0;
@@ -279,22 +283,12 @@ void Executor::build_batch(const StepPlan& plan) {
   }
 }
 
-// ---- SeqMirror::Listener: device rows for the mirrored sequences -------------
+// ---- TableStore: the mirror's tables in the arena -----------------------------
 
-Result<void> Executor::on_create(MirroredSeq& s) {
-  auto row = tables_->acquire();
-  if (!row) return row.error();
-  s.row = *row;
+Result<void> Executor::assign(int32_t row, int32_t from, std::span<const BlockId> blocks) {
+  if (auto ok = tables_->assign(row, from, blocks); !ok) return ok;
+  tables_->truncate(row, from + int32_t(blocks.size()));  // a delta replaces the tail
   return {};
-}
-
-Result<void> Executor::on_table(MirroredSeq& s, int32_t from) {
-  return tables_->assign(s.row, from, std::span<const int32_t>(s.table).subspan(size_t(from)));
-}
-
-void Executor::on_release(MirroredSeq& s) {
-  if (s.row >= 0) tables_->release(s.row);
-  s.row = -1;
 }
 
 }  // namespace pagoda::actors

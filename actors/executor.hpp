@@ -1,9 +1,10 @@
 // Executor: runs StepPlans on a model (plain C++; the executor actor wraps it
 // on its own thread). It owns the Backend, the LlamaModel, the paged KvCache
 // and the state plans are deltas against: a SeqMirror (per sequence its
-// table, token count, last sampled id, history) mirrored into device memory
-// (a BlockTableArena row per sequence, and a history row for sequences whose
-// penalties need it, uploaded incrementally). Per step: releases and forks,
+// token count, last sampled id, history) whose block tables live in the
+// BlockTableArena (one row per sequence: the host rows are the only host
+// copy, the device rows their upload), plus a history row in device memory
+// for sequences whose penalties need it, uploaded incrementally. Per step: releases and forks,
 // table deltas (O(new blocks)), the arena's dirty rows up, copy-on-write
 // copies, the flattened ForwardBatch in arena mode (placeholders filled with
 // the ids this executor sampled in the step before), forward_device, then
@@ -72,7 +73,7 @@ struct ExecutorOptions {
   std::function<std::unique_ptr<gpu::Backend>(std::unique_ptr<gpu::Backend>)> wrap_backend;
 };
 
-class Executor : private SeqMirror::Listener {
+class Executor : private TableStore {
  public:
   // Loads the model and makes the cache. Errors: a bad path or model, an
   // unavailable backend, a budget smaller than one block.
@@ -106,6 +107,19 @@ class Executor : private SeqMirror::Listener {
   void reset();
   // Device time of the last run(): forward + sampling, in nanoseconds.
   int64_t last_compute_ns() const { return compute_ns_; }
+  // Host preparation of the last run() before its forward was issued: the
+  // mirror's deltas (placeholders filled), the table sync, the copies and
+  // the flattened batch (not RunState's packing, which is inside the
+  // forward), in nanoseconds; 0 for a run without entries.
+  int64_t last_prep_ns() const { return prep_ns_; }
+  // The placeholders of the last run() and the ids they were filled with
+  // (tests: each must be the id sampled last for its sequence). Steps run
+  // one at a time, so every placeholder is resolved when its step begins.
+  const std::vector<Placeholder>& last_placeholders() const { return placeholders_; }
+  TokenId placeholder_id(size_t i) const {
+    const Placeholder& p = placeholders_[i];
+    return tokens_[size_t(p.entry)][size_t(p.index)];
+  }
 
  private:
   Executor() = default;
@@ -122,16 +136,17 @@ class Executor : private SeqMirror::Listener {
   Result<void> upload_history(MirroredSeq& s);
   Result<void> sample(const StepPlan& plan, const float* logits, StepResult& out);
   Result<void> ensure(gpu::DeviceBuffer& buf, size_t bytes);
-  // Copies bytes into this step's pinned staging memory and queues their
-  // upload (no wait: the step's one synchronization is the download of the
-  // sampled ids, after which the staging memory is free again).
+  // Copies bytes into this step's pinned staging set and queues their
+  // upload (no wait: the set's fence is waited for when a later step takes
+  // the set again).
   Result<void> upload_staged(gpu::DeviceBuffer& dst, size_t offset, const void* src, size_t bytes);
   bool failed(uint64_t step) const;
   void mark_failed(uint64_t step);
-  // SeqMirror::Listener
-  Result<void> on_create(MirroredSeq& s) override;
-  Result<void> on_table(MirroredSeq& s, int32_t from) override;
-  void on_release(MirroredSeq& s) override;
+  // TableStore: the mirror's tables are the arena's rows (one owner).
+  Result<int32_t> acquire() override { return tables_->acquire(); }
+  void release(int32_t row) override { tables_->release(row); }
+  Result<void> assign(int32_t row, int32_t from, std::span<const BlockId> blocks) override;
+  std::span<const BlockId> row(int32_t row) const override { return tables_->host_row(row); }
 
   // Declared first: destroyed last (the model and the cache use it).
   std::unique_ptr<gpu::Backend> backend_;
@@ -144,16 +159,21 @@ class Executor : private SeqMirror::Listener {
   uint32_t history_epoch_ = 1;
   model::ForwardBatch batch_;
   std::vector<std::vector<TokenId>> tokens_;  // [entries]: ids each entry computes
+  std::vector<Placeholder> placeholders_;      // this step's, into tokens_
   std::vector<int32_t> pairs_, banned_;
   std::vector<TokenId> sampled_;
   std::vector<gpu::SamplingRowParams> rows_;
   std::vector<uint8_t> host_out_;
   std::vector<uint8_t> bad_;       // [entries]: the entry failed alone
   std::vector<uint64_t> failed_;  // recent failed or skipped steps
-  int64_t compute_ns_ = 0;
+  int64_t compute_ns_ = 0, prep_ns_ = 0, step_start_ns_ = 0;
   gpu::DeviceBuffer pairs_dev_, history_dev_, rows_dev_, out_dev_;
-  gpu::PinnedBuffer staging_;  // this step's upload sources
-  size_t staged_ = 0;          // bytes of staging_ used this step
+  // Upload sources, double-buffered like RunState's metadata: step k stages
+  // into staging_[k % 2], so staging a step never waits for the uploads of
+  // the step before (only for those of the step before that, its fence).
+  gpu::PinnedBuffer staging_[2];
+  int staging_set_ = 0;  // this step's
+  size_t staged_ = 0;    // bytes of staging_[staging_set_] used this step
 };
 
 }  // namespace pagoda::actors

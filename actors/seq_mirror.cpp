@@ -1,5 +1,6 @@
 #include "actors/seq_mirror.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace pagoda::actors {
@@ -11,12 +12,22 @@ Error mirror_error(SeqId seq, const std::string& what) {
 
 }  // namespace
 
+SeqMirror::SeqMirror(int32_t num_blocks, int32_t block_size, TableStore* tables)
+    : num_blocks_(num_blocks), block_size_(block_size), tables_(tables) {
+  if (tables_ == nullptr) {
+    own_tables_ = std::make_unique<VectorTables>(num_blocks);
+    tables_ = own_tables_.get();
+  }
+}
+
 void SeqMirror::release(const StepPlan& plan) {
   for (SeqId s : plan.releases) drop(s);
 }
 
 void SeqMirror::begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& tokens,
-                      std::vector<uint8_t>& bad, std::vector<SeqError>& errors) {
+                      std::vector<uint8_t>& bad, std::vector<SeqError>& errors,
+                      std::vector<Placeholder>* placeholders) {
+  if (placeholders != nullptr) placeholders->clear();
   // Forks first: a release in the same plan may name a fork's parent (its
   // group ended after the fork was booked).
   for (const SeqForkOp& f : plan.pre_forks) {
@@ -29,12 +40,18 @@ void SeqMirror::begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& t
   tokens.resize(plan.entries.size());
   bad.assign(plan.entries.size(), 0);
   for (size_t i = 0; i < plan.entries.size(); ++i) {
-    if (auto ok = apply_entry(plan.entries[i], tokens[i]); !ok) {
+    bool awaited = false;
+    if (auto ok = apply_entry(plan.entries[i], tokens[i], awaited); !ok) {
       drop(plan.entries[i].seq);
       tokens[i].clear();
       bad[i] = 1;
       errors.push_back({plan.entries[i].seq, ok.error().message});
+      continue;
     }
+    const PlanEntry& e = plan.entries[i];
+    if (placeholders == nullptr || e.num_placeholders == 0) continue;
+    const int32_t at = int32_t(e.tokens.size());  // the placeholder follows the known ids
+    placeholders->push_back({int32_t(i), at, e.seq, e.num_cached + at, !awaited});
   }
 }
 
@@ -42,7 +59,10 @@ void SeqMirror::clear() {
   while (!seqs_.empty()) drop(seqs_.begin()->first);
 }
 
-Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens) {
+// A table delta's ids are checked by the store's assign(); the coverage and
+// the token count are the mirror's.
+Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens,
+                                    bool& awaited) {
   if (e.fresh) {
     drop(e.seq);
     MirroredSeq fresh;
@@ -50,13 +70,7 @@ Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& to
     fresh.num_tokens = e.num_cached;
     fresh.history_valid = int32_t(e.prefix.size()) == e.num_cached;
     if (fresh.history_valid) fresh.history = e.prefix;
-    MirroredSeq& s = seqs_.emplace(e.seq, std::move(fresh)).first->second;
-    if (listener_ != nullptr) {
-      if (auto ok = listener_->on_create(s); !ok) {
-        seqs_.erase(e.seq);
-        return ok;
-      }
-    }
+    if (auto made = create(e.seq, std::move(fresh)); !made) return made.error();
   }
   auto it = seqs_.find(e.seq);
   if (it == seqs_.end()) return mirror_error(e.seq, "is unknown");
@@ -65,24 +79,20 @@ Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& to
     return mirror_error(e.seq, "has " + std::to_string(s.num_tokens) + " tokens, the plan says " +
                                    std::to_string(e.num_cached));
   }
-  if (e.table_from < 0 || size_t(e.table_from) > s.table.size()) {
-    return mirror_error(e.seq, "got a table delta past its table");
-  }
-  for (BlockId b : e.new_blocks) {
-    if (b < 0 || b >= num_blocks_) return mirror_error(e.seq, "got a block id outside the cache");
-  }
   const int64_t need = (int64_t(e.num_cached) + e.num_new() + block_size_ - 1) / block_size_;
   if (int64_t(e.table_from) + int64_t(e.new_blocks.size()) < need || e.num_placeholders < 0 ||
-      e.num_placeholders > 1 || (e.num_placeholders == 1 && s.last_sampled < 0)) {
+      e.num_placeholders > 1 ||
+      (e.num_placeholders == 1 && s.last_sampled < 0 && !s.awaiting_sample)) {
     return mirror_error(e.seq, "got a plan entry its table or last sample cannot serve");
   }
-  s.table.resize(size_t(e.table_from));
-  s.table.insert(s.table.end(), e.new_blocks.begin(), e.new_blocks.end());
-  if (listener_ != nullptr && (!e.new_blocks.empty() || e.fresh)) {
-    if (auto ok = listener_->on_table(s, e.fresh ? 0 : e.table_from); !ok) return ok;
+  if (!e.new_blocks.empty() || int32_t(tables_->row(s.row).size()) != e.table_from) {
+    if (auto ok = tables_->assign(s.row, e.table_from, e.new_blocks); !ok) {
+      return mirror_error(e.seq, "got a table delta its table cannot take: " + ok.error().message);
+    }
   }
   tokens.assign(e.tokens.begin(), e.tokens.end());
   if (e.num_placeholders == 1) tokens.push_back(s.last_sampled);
+  awaited = s.awaiting_sample;
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (s.history_valid && size_t(s.num_tokens) + i == s.history.size()) s.history.push_back(tokens[i]);
   }
@@ -99,26 +109,39 @@ void SeqMirror::forks(const StepPlan& plan, std::vector<SeqError>& errors) {
   }
 }
 
+void SeqMirror::expect(const StepPlan& plan) {
+  for (const PlanSample& p : plan.samples) {
+    if (MirroredSeq* s = find(p.seq)) s->awaiting_sample = true;
+  }
+}
+
+// One fork for both kinds (pre_forks of beams, post-entry forks of n > 1):
+// the child copies the parent's state and gets a row of its own holding the
+// parent's table, or `f.table` when given.
 Result<void> SeqMirror::fork(const SeqForkOp& f) {
-  const SeqId child = f.child;
   auto it = seqs_.find(f.parent);
   if (it == seqs_.end()) return mirror_error(f.parent, "is unknown (fork parent)");
-  for (BlockId b : f.table) {
-    if (b < 0 || b >= num_blocks_) return mirror_error(child, "got a block id outside the cache");
-  }
-  drop(child);
+  drop(f.child);
   MirroredSeq c = it->second;
-  if (!f.table.empty()) c.table = f.table;
-  c.row = -1;
   c.history_uploaded = 0;
   c.history_epoch = 0;
-  MirroredSeq& s = seqs_.emplace(child, std::move(c)).first->second;
-  if (listener_ == nullptr) return {};
-  if (auto ok = listener_->on_create(s); !ok) {
-    seqs_.erase(child);
-    return ok;
+  const int32_t parent_row = c.row;
+  auto made = create(f.child, std::move(c));
+  if (!made) return made.error();
+  const std::span<const BlockId> table =
+      f.table.empty() ? tables_->row(parent_row) : std::span<const BlockId>(f.table);
+  if (auto ok = tables_->assign((*made)->row, 0, table); !ok) {
+    drop(f.child);
+    return mirror_error(f.child, "got a fork table its table cannot take: " + ok.error().message);
   }
-  return listener_->on_table(s, 0);
+  return {};
+}
+
+Result<MirroredSeq*> SeqMirror::create(SeqId seq, MirroredSeq init) {
+  auto row = tables_->acquire();
+  if (!row) return mirror_error(seq, "got no table row: " + row.error().message);
+  init.row = *row;
+  return &seqs_.insert_or_assign(seq, std::move(init)).first->second;
 }
 
 void SeqMirror::record(const StepPlan& plan, std::span<const TokenId> sampled) {
@@ -127,9 +150,18 @@ void SeqMirror::record(const StepPlan& plan, std::span<const TokenId> sampled) {
     if (it == seqs_.end()) continue;
     MirroredSeq& s = it->second;
     s.last_sampled = sampled[i];
-    if (s.history_valid) {
-      s.history.resize(size_t(s.num_tokens));  // a position's id is the last one sampled for it
+    s.awaiting_sample = false;
+    if (!s.history_valid) continue;
+    const PlanEntry& e = plan.entries[size_t(plan.samples[i].entry)];
+    const size_t pos = size_t(e.num_cached + e.num_new());
+    if (pos < s.history.size()) {
+      s.history[pos] = sampled[i];  // a later step's placeholder took the position already
+      s.history_uploaded = std::min(s.history_uploaded, int32_t(pos));  // re-upload from there
+    } else if (pos == s.history.size()) {
       s.history.push_back(sampled[i]);
+    } else {
+      s.history_valid = false;  // a hole: never, unless the plans disagree
+      s.history.clear();
     }
   }
 }
@@ -144,11 +176,56 @@ MirroredSeq* SeqMirror::find(SeqId seq) {
   return it == seqs_.end() ? nullptr : &it->second;
 }
 
+std::span<const BlockId> SeqMirror::table(SeqId seq) const {
+  const MirroredSeq* s = find(seq);
+  return s == nullptr ? std::span<const BlockId>() : tables_->row(s->row);
+}
+
 void SeqMirror::drop(SeqId seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
-  if (listener_ != nullptr) listener_->on_release(it->second);
+  tables_->release(it->second.row);
   seqs_.erase(it);
+}
+
+// ---- VectorTables --------------------------------------------------------
+
+Result<int32_t> VectorTables::acquire() {
+  if (free_.empty()) {
+    free_.push_back(int32_t(rows_.size()));
+    rows_.emplace_back();
+    used_.push_back(0);
+  }
+  const int32_t row = free_.back();
+  free_.pop_back();
+  used_[size_t(row)] = 1;
+  rows_[size_t(row)].clear();
+  return row;
+}
+
+void VectorTables::release(int32_t row) {
+  if (row < 0 || size_t(row) >= used_.size() || !used_[size_t(row)]) return;
+  used_[size_t(row)] = 0;
+  free_.push_back(row);
+}
+
+Result<void> VectorTables::assign(int32_t row, int32_t from, std::span<const BlockId> blocks) {
+  if (row < 0 || size_t(row) >= used_.size() || !used_[size_t(row)]) {
+    return make_error("tables: row " + std::to_string(row) + " is not acquired");
+  }
+  std::vector<BlockId>& t = rows_[size_t(row)];
+  if (from < 0 || size_t(from) > t.size()) return make_error("tables: a delta past the table");
+  for (BlockId b : blocks) {
+    if (b < 0 || b >= num_blocks_) return make_error("tables: a block id outside the cache");
+  }
+  t.resize(size_t(from));
+  t.insert(t.end(), blocks.begin(), blocks.end());
+  return {};
+}
+
+std::span<const BlockId> VectorTables::row(int32_t row) const {
+  if (row < 0 || size_t(row) >= used_.size() || !used_[size_t(row)]) return {};
+  return rows_[size_t(row)];
 }
 
 }  // namespace pagoda::actors

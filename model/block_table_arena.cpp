@@ -109,6 +109,12 @@ Result<void> BlockTableArena::assign(int32_t row, int32_t from, std::span<const 
   return {};
 }
 
+void BlockTableArena::truncate(int32_t row, int32_t length) {
+  if (!acquired(row) || length < 0) return;
+  RowState& st = state_[size_t(row)];
+  st.length = std::min(st.length, length);
+}
+
 int32_t BlockTableArena::length(int32_t row) const {
   return acquired(row) ? state_[size_t(row)].length : 0;
 }

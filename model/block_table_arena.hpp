@@ -63,6 +63,11 @@ class BlockTableArena {
   // becomes max(length, from + n). O(n).
   Result<void> assign(int32_t row, int32_t from, std::span<const int32_t> blocks);
 
+  // Shortens an acquired row to `length` entries (a longer length, or a row
+  // that is not acquired: nothing changes). O(1); nothing is uploaded (the
+  // entries past the length are never read).
+  void truncate(int32_t row, int32_t length);
+
   // Entries set in `row` (0 for a row that is not acquired or out of range).
   int32_t length(int32_t row) const;
   // The host mirror of the row's entries [0, length(row)); empty for a row that

@@ -109,17 +109,27 @@ Result<RunState> RunState::create(gpu::Backend& backend, const ModelConfig& c,
       {&rs.residual_, size_t(T * H) * 4, "residual"}, {&rs.delta_, size_t(T * H) * 4, "delta"},
       {&rs.normed_, size_t(T * H) * 4, "normed"},     {&rs.wide_, size_t(T * wide) * 4, "wide"},
       {&rs.mid_, size_t(T * mid) * 4, "mid"},         {&rs.gathered_, size_t(R * H) * 4, "gathered"},
-      {&rs.logits_, size_t(R * c.vocab_size) * 4, "logits"}, {&rs.meta_, ml.bytes, "metadata"}};
+      {&rs.logits_, size_t(R * c.vocab_size) * 4, "logits"},
+      {&rs.sets_[0].meta, ml.bytes, "metadata"}, {&rs.sets_[1].meta, ml.bytes, "metadata"}};
   for (const Want& w : wants) {
     auto buf = backend.allocate(w.bytes);
     if (!buf) return make_error(std::string("run state: ") + w.name + ": " + buf.error().message);
     *w.buf = std::move(buf).value();
     rs.device_bytes_ += w.bytes;
   }
-  auto host = backend.allocate_pinned(ml.bytes);
-  if (!host) return make_error("run state: metadata: " + host.error().message);
-  rs.host_meta_ = std::move(host).value();
+  for (StagingSet& set : rs.sets_) {
+    auto host = backend.allocate_pinned(ml.bytes);
+    if (!host) return make_error("run state: metadata: " + host.error().message);
+    set.host = std::move(host).value();
+  }
   return rs;
+}
+
+RunState::StagingSet& RunState::take_set(int set) {
+  StagingSet& s = sets_[set];
+  s.host.wait_writable();  // the upload two steps back may still be queued
+  last_set_ = set;
+  return s;
 }
 
 Result<void> RunState::check(const gpu::Backend& backend, const ForwardBatch& b,
@@ -300,8 +310,8 @@ Result<StagedStep> RunState::stage(gpu::Backend& backend, const ForwardBatch& b,
   const int32_t T = b.num_tokens(), S = b.num_seqs(), R = b.num_logits_rows();
   const std::vector<int32_t>& tables = b.arena ? b.table_rows : b.block_tables;
   const MetaLayout ml = meta_layout(T, S, int64_t(tables.size()), R);
-  host_meta_.wait_writable();  // the previous step's upload may still be queued
-  uint8_t* h = host_meta_.as<uint8_t>();
+  StagingSet& set = take_set((last_set_ + 1) % kStagingSets);
+  uint8_t* h = set.host.as<uint8_t>();
   auto put = [h](size_t off, const auto& v) {  // an empty vector's data() may be null
     if (!v.empty()) std::memcpy(h + off, v.data(), v.size() * sizeof(v[0]));
   };
@@ -313,10 +323,12 @@ Result<StagedStep> RunState::stage(gpu::Backend& backend, const ForwardBatch& b,
   put(ml.rows, b.logits_rows);
   put(ml.slots, b.slot_mapping);
   // Queued before the forward's kernels; a step that samples nothing never
-  // synchronizes, so the next stage() waits for this upload (its fence).
-  if (auto up = backend.upload_async(meta_, 0, h, ml.bytes); !up) return up.error();
-  host_meta_.uploads_issued();
-  return staged_step(meta_.as<const uint8_t>(), b, ml);
+  // synchronizes, so the next stage() into this set waits for this upload
+  // (its fence).
+  auto up = backend.upload_async(set.meta, 0, h, ml.bytes);
+  set.host.uploads_issued();  // also after a failure: part of it may be queued
+  if (!up) return up.error();
+  return staged_step(set.meta.as<const uint8_t>(), b, ml);
 }
 
 
@@ -338,8 +350,8 @@ Result<StagedStep> RunState::stage_padded(gpu::Backend& backend, const ForwardBa
   }
   const size_t B = size_t(bucket), pad = B - size_t(S);
   const MetaLayout ml = meta_layout(bucket, bucket, bucket, bucket);
-  host_meta_.wait_writable();
-  uint8_t* h = host_meta_.as<uint8_t>();
+  StagingSet& set = take_set(0);  // a graph replays set 0's pointers
+  uint8_t* h = set.host.as<uint8_t>();
   put_padded(h, ml.ids, b.token_ids, pad, 0);
   put_padded(h, ml.positions, b.positions, pad, 0);
   put_padded(h, ml.qsl, b.query_start_loc, pad, b.query_start_loc.back());
@@ -347,9 +359,10 @@ Result<StagedStep> RunState::stage_padded(gpu::Backend& backend, const ForwardBa
   put_padded(h, ml.tables, b.table_rows, pad, 0);
   put_padded(h, ml.rows, b.logits_rows, B - size_t(R), 0);
   put_padded(h, ml.slots, b.slot_mapping, pad, int64_t{-1});
-  if (auto up = backend.upload_async(meta_, 0, h, ml.bytes); !up) return up.error();
-  host_meta_.uploads_issued();
-  StagedStep st = staged_step(meta_.as<const uint8_t>(), b, ml);
+  auto up = backend.upload_async(set.meta, 0, h, ml.bytes);
+  set.host.uploads_issued();
+  if (!up) return up.error();
+  StagedStep st = staged_step(set.meta.as<const uint8_t>(), b, ml);
   st.num_logits_rows = bucket;
   st.meta.num_tokens = bucket;
   st.meta.num_seqs = bucket;

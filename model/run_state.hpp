@@ -1,8 +1,17 @@
 // RunState: the forward pass's working memory, allocated once at model load
 // for the largest step it accepts (RunStateLimits), so that a step allocates
-// nothing: the activation buffers in backend memory, one backend buffer for
-// the step's index metadata and its host staging twin (packed, then uploaded
-// with a single upload()).
+// nothing: the activation buffers in backend memory and two staging sets for
+// the step's index metadata, each a backend buffer and its pinned host twin
+// (packed, then uploaded with a single upload_async()).
+//
+// Double-buffered staging: stage() alternates between the two sets, so that
+// packing step N+1's metadata never waits for step N's upload (still queued
+// when N sampled nothing, or when N is still running on an asynchronous
+// device); it waits only for the upload of step N-1, which used the same set
+// (its fence, gpu/pinned_buffer.hpp). The device side needs no wait: the
+// upload into a set is stream-ordered after the ops of the step that last
+// read it. stage_padded() always uses set 0, because a captured graph holds
+// its pointers.
 //
 // It also owns the batch check: stage() validates a ForwardBatch against the
 // limits, the model and the KV cache (every index the kernels will follow is
@@ -58,8 +67,8 @@ class RunState {
   const RunStateLimits& limits() const { return limits_; }
   uint64_t device_bytes() const { return device_bytes_; }
 
-  // Validates `batch` (see above), packs its metadata and uploads it (one
-  // upload). Arena mode requires batch.arena->sync(backend) since its last
+  // Validates `batch` (see above), packs its metadata into the next staging
+  // set and uploads it (one upload_async). Arena mode requires batch.arena->sync(backend) since its last
   // assign(); the arena must stay alive and unchanged until the step's ops
   // have been issued.
   Result<StagedStep> stage(gpu::Backend& backend, const ForwardBatch& batch,
@@ -78,6 +87,11 @@ class RunState {
                                   int32_t context_bound);
   // The largest bucket stage_padded takes: min(max_tokens, max_seqs, max_logits_rows).
   int32_t padded_limit() const;
+  // Staging sets (tests): the number, the set the last stage used, and
+  // whether a set's host twin has an upload not yet known to be done.
+  static constexpr int kStagingSets = 2;
+  int last_set() const { return last_set_; }
+  bool upload_pending(int set) const { return sets_[set].host.upload_pending(); }
 
   // Activations, all fp32, rows of one token (T = limits.max_tokens rows).
   float* residual() const { return residual_.as<float>(); }  // [T, H]
@@ -107,8 +121,16 @@ class RunState {
   int32_t vocab_size_ = 0;
   int32_t num_layers_ = 0, num_kv_heads_ = 0, head_dim_ = 0;
   gpu::DeviceBuffer residual_, delta_, normed_, wide_, mid_, gathered_, logits_;
-  gpu::DeviceBuffer meta_;          // the staged metadata
-  gpu::PinnedBuffer host_meta_;     // its host twin, same size (pinned: async upload)
+  // One staging set: the staged metadata and its host twin, same size
+  // (pinned: async upload).
+  struct StagingSet {
+    gpu::DeviceBuffer meta;
+    gpu::PinnedBuffer host;
+  };
+  // The set for the next stage(): waits until its previous upload was read.
+  StagingSet& take_set(int set);
+  StagingSet sets_[kStagingSets];
+  int last_set_ = -1;
   uint64_t device_bytes_ = 0;
 };
 

@@ -215,6 +215,28 @@ TEST(BlockTableArena, ForkCopiesAHostRowAndReleaseDropsPendingChanges) {
   EXPECT_EQ(dev[12], kPoison);
 }
 
+// truncate(): a table delta that replaces a shorter tail (SeqMirror's
+// TableStore contract); a longer length or a free row changes nothing.
+TEST(BlockTableArena, TruncateShortensARowWithoutUploading) {
+  CountingBackend be;
+  BlockTableArena a = make(be, 2, 6, 50);
+  const int32_t row = *a.acquire();
+  ASSERT_TRUE(a.assign(row, 0, std::vector<int32_t>{4, 5, 6, 7}).ok());
+  ASSERT_TRUE(a.sync(be).ok());
+  const size_t uploads = be.uploads.size();
+  a.truncate(row, 6);
+  EXPECT_EQ(a.length(row), 4);
+  a.truncate(row, 2);
+  EXPECT_EQ(row_of(a, row), (std::vector<int32_t>{4, 5}));
+  EXPECT_FALSE(a.dirty());
+  EXPECT_EQ(be.uploads.size(), uploads);
+  EXPECT_FALSE(a.assign(row, 3, std::vector<int32_t>{9}).ok()) << "a hole past the new length";
+  ASSERT_TRUE(a.assign(row, 2, std::vector<int32_t>{9}).ok());
+  EXPECT_EQ(row_of(a, row), (std::vector<int32_t>{4, 5, 9}));
+  a.truncate(1, 0);  // not acquired: ignored
+  EXPECT_EQ(a.length(1), 0);
+}
+
 TEST(BlockTableArena, SyncOnAnotherBackendIsAnErrorAndStaysDirty) {
   CountingBackend be, other;
   BlockTableArena a = make(be, 1, 2, 4);

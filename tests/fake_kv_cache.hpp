@@ -60,8 +60,7 @@ class FakeKvCache {
 
  private:
   TokenId& at(SeqId seq, int32_t pos) {
-    const MirroredSeq* s = mirror_.find(seq);
-    return kv_[size_t(s->table[size_t(pos / bs_)] * bs_ + pos % bs_)];
+    return kv_[size_t(mirror_.table(seq)[size_t(pos / bs_)] * bs_ + pos % bs_)];
   }
   int32_t bs_;
   std::vector<TokenId> kv_;

@@ -16,6 +16,7 @@
 #include "deferred_backend.hpp"
 #include "llama_test_util.hpp"
 #include "model/block_table_arena.hpp"
+#include "model/run_state.hpp"
 #include "tiny_gguf_writer.hpp"
 
 namespace pagoda {
@@ -105,6 +106,56 @@ TEST(PinnedStaging, ArenaAssignWaitsForTheLastSync) {
 
 constexpr int32_t kBlockSize = 16;
 constexpr int32_t kCacheBlocks = 12;
+
+// RunState's two staging sets: three stages in a row with no synchronize
+// (as three steps that sample nothing, or steps prepared while the one
+// before still runs). The second goes into the other set without waiting
+// for the first's upload; the third reuses the first set and waits for
+// exactly that upload. Each staged step's device ids are its own batch's.
+TEST(PinnedStaging, RunStateStagesIntoTheOtherSetWithoutWaiting) {
+  auto be = deferred();
+  model::LoadOptions o;
+  o.precision = model::WeightPrecision::kExact;
+  const std::string path =
+      test::write_tiny_gguf(test::logits_data("tiny-llama"), "tiny-llama-staging-sets");
+  auto m = LlamaModel::load(path, *be, o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  model::RunStateLimits lim;
+  lim.max_tokens = 16;
+  lim.max_seqs = 2;
+  lim.max_blocks_per_seq = 2;
+  lim.max_logits_rows = 2;
+  lim.max_model_len = 32;
+  lim.block_size = kBlockSize;
+  auto rs = model::RunState::create(*be, (*m)->config(), lim);
+  ASSERT_TRUE(rs.ok()) << rs.error().message;
+  auto cache = be->create_kv_cache((*m)->kv_cache_spec(), kCacheBlocks);
+  ASSERT_TRUE(cache.ok());
+  const std::vector<int32_t> table = {3, 4};
+  std::vector<ForwardBatch> batches(3);
+  std::vector<model::StagedStep> staged;
+  const int64_t waits_before = be->fence_waits();
+  for (int k = 0; k < 3; ++k) {
+    const std::vector<int32_t> ids = {k + 1, k + 2, k + 3};
+    batches[size_t(k)].clear(2);
+    batches[size_t(k)].add_sequence(ids, 4 * k, table, kBlockSize);
+    auto st = rs->stage(*be, batches[size_t(k)], *cache);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    staged.push_back(*st);
+    EXPECT_EQ(rs->last_set(), k % 2);
+    EXPECT_EQ(be->fence_waits() - waits_before, k < 2 ? 0 : 1) << "stage " << k;
+  }
+  EXPECT_TRUE(rs->upload_pending(0) && rs->upload_pending(1));
+  EXPECT_NE(staged[0].token_ids, staged[1].token_ids);
+  EXPECT_EQ(staged[0].token_ids, staged[2].token_ids);
+  be->synchronize();
+  EXPECT_EQ(be->violations(), 0);
+  for (int k = 1; k < 3; ++k) {  // the device bytes (host memory under the fake)
+    const int32_t* ids = staged[size_t(k)].token_ids;
+    EXPECT_EQ(std::vector<int32_t>(ids, ids + 3), batches[size_t(k)].token_ids);
+    EXPECT_EQ(staged[size_t(k)].positions[0], 4 * k);
+  }
+}
 
 // Two sequences: prompts in chunks over two steps that want no logits (no
 // sampling, so no download), then a step with logits. Blocks are assigned
