@@ -33,8 +33,9 @@ void FairShare::maybe_forget(const std::string& client) {
   auto it = clients_.find(client);
   if (it == clients_.end() || it->second.requests > 0 || it->second.queued > 0) return;
   const bool crowded = clients_.size() > config_.max_idle_clients;
-  if (!crowded && it->second.counter > lift_floor(client)) return;
-  if (client == last_left_) last_left_counter_ = it->second.counter;
+  const double level = it->second.counter + it->second.credit;
+  if (!crowded && level > lift_floor(client)) return;
+  if (client == last_left_) last_left_counter_ = level;
   clients_.erase(it);
 }
 
@@ -46,21 +47,29 @@ double FairShare::min_backlogged() const {
   return best == std::numeric_limits<double>::infinity() ? 0.0 : best;
 }
 
-// What a client that becomes backlogged now is lifted to.
+// What a client that becomes backlogged now is lifted to (less its
+// credit): the lowest level of the other backlogged clients, else the level
+// of the client that left the queue last.
 double FairShare::lift_floor(const std::string& except) const {
   double best = std::numeric_limits<double>::infinity();
   for (const auto& [name, c] : clients_) {
-    if (c.queued > 0 && name != except) best = std::min(best, c.counter);
+    if (c.queued > 0 && name != except) best = std::min(best, c.counter + c.credit);
   }
   if (best != std::numeric_limits<double>::infinity()) return best;
   if (last_left_.empty() || last_left_ == except) return last_left_.empty() ? 0.0 : last_left_counter_;
   auto it = clients_.find(last_left_);
-  return it == clients_.end() ? last_left_counter_ : it->second.counter;
+  return it == clients_.end() ? last_left_counter_ : it->second.counter + it->second.credit;
 }
 
-void FairShare::arrive(const std::string& client, bool lift) {
+// The lift: counter := max(counter, F - credit); the level (counter plus
+// the credit left) is then max(counter, F), as under the plain lift.
+void FairShare::arrive(const std::string& client, bool lift, double credit) {
   Client& c = at(client);
-  if (c.queued == 0 && lift) c.counter = std::max(c.counter, lift_floor(client));
+  if (c.queued == 0 && lift) {
+    const double floor = lift_floor(client);
+    c.counter = std::max(c.counter, floor - std::max(0.0, credit));
+    c.credit = std::max(0.0, floor - c.counter);
+  }
   c.queued++;
 }
 
@@ -69,8 +78,16 @@ void FairShare::leave(const std::string& client) {
   if (it == clients_.end() || it->second.queued == 0) return;
   if (--it->second.queued == 0) {
     last_left_ = client;
-    last_left_counter_ = it->second.counter;
+    last_left_counter_ = it->second.counter + it->second.credit;
   }
+}
+
+// Adds to the counter; the credit is used up first (the level grows only
+// by what exceeds it).
+void FairShare::charge(const std::string& client, double amount) {
+  Client& c = at(client);
+  c.counter += amount;
+  c.credit = std::max(0.0, c.credit - amount);
 }
 
 double FairShare::prompt_cost(const std::string& client, int64_t tokens) const {
@@ -78,16 +95,21 @@ double FairShare::prompt_cost(const std::string& client, int64_t tokens) const {
 }
 
 void FairShare::charge_prompt(const std::string& client, int64_t tokens) {
-  at(client).counter += prompt_cost(client, tokens);
+  charge(client, prompt_cost(client, tokens));
 }
 
 void FairShare::charge_output(const std::string& client, int64_t tokens) {
-  at(client).counter += config_.output_weight * double(tokens) / weight(client);
+  charge(client, config_.output_weight * double(tokens) / weight(client));
 }
 
 double FairShare::counter(const std::string& client) const {
   auto it = clients_.find(client);
   return it == clients_.end() ? 0.0 : it->second.counter;
+}
+
+double FairShare::level(const std::string& client) const {
+  auto it = clients_.find(client);
+  return it == clients_.end() ? 0.0 : it->second.counter + it->second.credit;
 }
 
 int32_t FairShare::queued(const std::string& client) const {

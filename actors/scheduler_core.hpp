@@ -24,9 +24,10 @@
 //
 // Policies (actors/scheduling_policy.hpp; scheduler_core_admission.cpp):
 // fcfs is the above. fair orders the waiting candidates with the Virtual
-// Token Counter (fair_share()): client = options.client; a group's prompt
-// is charged once, at its first admission; every sampled token is charged
-// as output. Before booking, when the best waiting group would not fit (slots
+// Token Counter (fair_share()): client = options.client; a new group's
+// arrival lifts its client with the group's prompt cost as credit
+// (FairShareConfig::prompt_credit); a group's prompt is charged once, at its
+// first admission; every sampled token is charged as output. Before booking, when the best waiting group would not fit (slots
 // or blocks), fair preempts the newest running group of the client with the
 // highest counter, if that counter is above the waiting client's, that
 // client holds at least as many sequence slots as the waiting one would

@@ -211,7 +211,12 @@ void SchedulerCore::enqueue(GroupPtr g, bool front) {
   } else {
     waiting_.push_back(g);
   }
-  fair_.arrive(g->options.client, /*lift=*/!front);  // front: a preempted group
+  // front: a preempted group (no lift). A new one carries its prompt's cost
+  // as the lift's credit (fair_share.hpp).
+  const double credit = config_.fair.prompt_credit && !g->charged
+                            ? fair_.prompt_cost(g->options.client, g->seqs[0].prompt_len)
+                            : 0.0;
+  fair_.arrive(g->options.client, /*lift=*/!front, credit);
 }
 
 void SchedulerCore::unqueue(GroupPtr g) {

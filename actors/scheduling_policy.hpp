@@ -23,11 +23,11 @@
 //            whose previous request still decodes would then wait for a
 //            slot again (the bench's light client overlaps its requests).
 //            No margin of one request's cost in (b): the lift puts a client
-//            that becomes backlogged exactly at the flood's counter, so a
-//            margin would hold W back until the flood's output charges
-//            exceed W's prompt cost (several steps); equal counters qualify
-//            when the victim's client holds more slots, so W need not wait
-//            the step in which the flood is charged. A swap back
+//            that becomes backlogged at the flood's counter less W's prompt
+//            cost (the lift's credit, fair_share.hpp), so a margin would hold
+//            W back; equal counters (a lift without credit, or a credit used
+//            up) qualify when the victim's client holds more slots, so W
+//            need not wait the step in which the flood is charged. A swap back
 //            needs the victim's client to fall below C's counter and slots:
 //            then it is VTC's own order, and (c) bounds it. The service-
 //            difference bound of fair_share.hpp is kept: preemption charges nothing (the prompt

@@ -70,6 +70,44 @@ TEST(FairShare, WithNoneBackloggedTheLiftIsTheLastClientToLeave) {
   EXPECT_DOUBLE_EQ(fs.counter("b"), 50.0);
 }
 
+// The credit: a returning client stands at the floor less its credit; its
+// level (counter + credit left) is the floor, charges use the credit up
+// first, and a later lift starts from levels, so credits never chain.
+TEST(FairShare, TheLiftsCreditPutsAReturningClientBelowTheFloorOnce) {
+  FairShare fs;
+  fs.arrive("flood");
+  fs.charge_prompt("flood", 100);
+  fs.arrive("light", true, 30.0);
+  EXPECT_DOUBLE_EQ(fs.counter("light"), 70.0);
+  EXPECT_DOUBLE_EQ(fs.level("light"), 100.0);
+  // A third client lifted while only the credited one were backlogged would
+  // reach 70 - 50 = 20 from its counter; from its level it gets 100 - 50.
+  fs.leave("flood");
+  fs.arrive("other", true, 50.0);
+  EXPECT_DOUBLE_EQ(fs.counter("other"), 50.0);
+  // Charges use the credit up first.
+  fs.charge_prompt("light", 10);
+  EXPECT_DOUBLE_EQ(fs.counter("light"), 80.0);
+  EXPECT_DOUBLE_EQ(fs.level("light"), 100.0);
+  fs.charge_output("light", 15);  // 30 more: 20 of credit left is used, the level grows by 10
+  EXPECT_DOUBLE_EQ(fs.counter("light"), 110.0);
+  EXPECT_DOUBLE_EQ(fs.level("light"), 110.0);
+  // Leaving the queue records the level for the next lift with none backlogged.
+  FairShare solo;
+  solo.arrive("a", true, 0.0);
+  solo.charge_prompt("a", 40);
+  solo.leave("a");
+  solo.arrive("b", true, 25.0);
+  solo.leave("b");  // its level, 40, not its counter, 15
+  solo.arrive("c", true, 25.0);
+  EXPECT_DOUBLE_EQ(solo.counter("c"), 15.0);
+  EXPECT_DOUBLE_EQ(solo.level("c"), 40.0);
+  // A client above the floor keeps its counter and gets no credit.
+  solo.charge_prompt("rich", 500);
+  solo.arrive("rich", true, 25.0);
+  EXPECT_DOUBLE_EQ(solo.level("rich"), 500.0);
+}
+
 TEST(FairShare, OrderTakesTheLowestCounterAndChargesTentatively) {
   FairShare fs;
   const std::string a = "a", b = "b";
@@ -164,13 +202,15 @@ struct ToyRequest {
 struct Toy {
   std::vector<std::string> names;
   FairShare fs;
+  bool credit = false;  // lifts carry the request's prompt cost (as the scheduler's)
   std::deque<ToyRequest> queue;
   std::vector<ToyRequest> running;
   int cap = 0, used = 0;
 
   void arrive(int c, int prompt, int output) {
     fs.start(names[size_t(c)]);
-    fs.arrive(names[size_t(c)]);
+    const std::string& name = names[size_t(c)];
+    fs.arrive(name, true, credit ? fs.prompt_cost(name, prompt) : 0.0);
     queue.push_back({c, prompt, output, 0});
   }
   void admit() {
@@ -206,8 +246,9 @@ struct Toy {
   }
 };
 
+// With credit, the bound grows by the largest credit (w_p * L / min weight).
 TEST(FairSharePropertyTest, BackloggedCountersStayWithinTheBound) {
-  for (uint32_t seed = 1; seed <= 200; ++seed) {
+  for (uint32_t seed = 1; seed <= 300; ++seed) {
     std::mt19937 rng(seed);
     const int clients = 2 + int(rng() % 4);
     const int max_prompt = 1 + int(rng() % 40), max_output = 1 + int(rng() % 40);
@@ -226,8 +267,10 @@ TEST(FairSharePropertyTest, BackloggedCountersStayWithinTheBound) {
       }
     }
     toy.fs = FairShare(cfg);
+    toy.credit = seed > 200;  // seeds 201-300: the scheduler's lift, with credit
     toy.cap = max_prompt + max_output + int(rng() % 200);
-    const double bound = (cfg.prompt_weight * max_prompt + cfg.output_weight * toy.cap) / min_weight;
+    const double bound = (cfg.prompt_weight * max_prompt * (toy.credit ? 2 : 1) + cfg.output_weight * toy.cap) /
+                         min_weight;
     // Per client, an arrival probability (in 1/1000 per step): floods and
     // trickles; some clients go idle for stretches.
     std::vector<int> rate(static_cast<size_t>(clients), 0);
