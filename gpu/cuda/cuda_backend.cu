@@ -309,6 +309,47 @@ Result<void> CudaBackend::matmul(const MatmulParams& p) {
   return run_matmul(p, cublas_, *scratch, stream_);
 }
 
+// ---- fused pairs of the decode path ------------------------------------------------
+
+void CudaBackend::rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) {
+  if (!rope_kv_fusable(r, w)) return Backend::rope_kv_write(r, w);
+  PAGODA_PROFILE(kKvWrite);
+  record(launch_rope_kv_write(r, w, stream_));
+}
+
+bool CudaBackend::bf16_fusable(const MatmulParams& mm, const float* out, int64_t rows,
+                               int64_t width) {
+  return mm.weight.format == WeightFormat::BF16 && mm.x == out && mm.m == rows && rows > 0 &&
+         mm.x_stride == width && mm.weight.k == width && mm.y != nullptr &&
+         mm.weight.data != nullptr;
+}
+
+Result<void> CudaBackend::rms_norm_matmul(const RmsNormParams& n, const MatmulParams& mm) {
+  if (!bf16_fusable(mm, n.out, n.num_tokens, n.hidden)) return Backend::rms_norm_matmul(n, mm);
+  auto xb = ensure(matmul_scratch_, matmul_scratch_bytes(mm));
+  if (!xb) return xb.error();
+  {
+    PAGODA_PROFILE(kOther);
+    record(launch_rms_norm(n, stream_, *xb));
+  }
+  PAGODA_PROFILE(kGemm);
+  return run_matmul_bf16(mm, *xb, cublas_, stream_);
+}
+
+Result<void> CudaBackend::silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) {
+  if (!bf16_fusable(mm, s.out, s.num_tokens, s.intermediate)) {
+    return Backend::silu_mul_matmul(s, mm);
+  }
+  auto xb = ensure(matmul_scratch_, matmul_scratch_bytes(mm));
+  if (!xb) return xb.error();
+  {
+    PAGODA_PROFILE(kOther);
+    record(launch_silu_mul(s, stream_, *xb));
+  }
+  PAGODA_PROFILE(kGemm);
+  return run_matmul_bf16(mm, *xb, cublas_, stream_);
+}
+
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options) {
   auto backend = CudaBackend::create(options);
   if (!backend) return backend.error();

@@ -98,6 +98,17 @@ class CudaBackend final : public Backend {
   void sample(const SamplingParams& p) override;
   Result<void> matmul(const MatmulParams& p) override;
 
+  // The decode path's fused pairs (results as the two ops in order):
+  // rope_kv_write is one kernel when the rope's k is the write's k (else the
+  // two launches); rms_norm_matmul / silu_mul_matmul with a BF16 weight whose
+  // x is the first op's out (packed rows) have the producer store its output
+  // in bf16 too, straight into the matmul's scratch, and the matmul (GEMV for
+  // M <= 8, else cuBLAS) reads that: no conversion kernel. Other weights:
+  // the two ops one after the other.
+  void rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) override;
+  Result<void> rms_norm_matmul(const RmsNormParams& n, const MatmulParams& mm) override;
+  Result<void> silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) override;
+
   // ---- CUDA only ------------------------------------------------------------------
   // Converts a host weight (any WeightFormat; host.data in host memory) to
   // `target` (BF16: dequantise to fp32, round to nearest even; F32: exact
@@ -126,6 +137,9 @@ class CudaBackend final : public Backend {
   void record(const Result<void>& r);
   Result<void> take_error();
   Result<void*> ensure(Scratch& s, size_t bytes);
+  // Whether mm (BF16) reads exactly the rows x producer writes [rows, width].
+  static bool bf16_fusable(const MatmulParams& mm, const float* out, int64_t rows,
+                           int64_t width);
   void free_scratch(Scratch& s) noexcept;
 
   int device_ = 0;
