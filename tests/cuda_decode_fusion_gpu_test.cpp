@@ -1,0 +1,366 @@
+// The CUDA decode path's kernels (issue 25 item 4) against the CPU backend,
+// fp64 references and their unfused CUDA twins:
+//  - GEMV (gemv.cu; BF16 weight, M = 1..8, which CudaBackend::matmul routes
+//    to it: asserted through gemv_unsupported): against fp64 over bf16(x) .
+//    bf16(W) within 1e-5 sum|x w| (only the fp32 summation order differs)
+//    and against the CPU backend's matmul (the same W values as F32,
+//    unrounded x) within the bf16 bound 2^-7 sum|x w|; N not a multiple of a CTA's rows, K not a multiple
+//    of an iteration, bias, padded x rows; a misaligned x stride falls back
+//    to cuBLAS (also checked); a row's result is bitwise the same at every M.
+//  - rms_norm_matmul / silu_mul_matmul (the producer writes the bf16 input):
+//    bitwise the two ops run separately on CUDA (out, residual and y), for
+//    M in {1, 5, 8} (GEMV) and {9, 40} (cuBLAS), and close to the CPU's pair.
+//  - rope_kv_write (one kernel): bitwise rope then kv_cache_write on CUDA (q,
+//    k, v and both caches, F32 and BF16, padding slots), close to the CPU's.
+//  - split-K: rows with one partition are written directly (bitwise the
+//    unsplit kernel), multi-partition rows merged, padding rows zero.
+// Skips without a device.
+#include <gtest/gtest.h>
+
+#ifdef PAGODA_HAVE_CUDA
+
+#include "gpu/cuda/cuda_ops.cuh"
+#include "tests/attention_problem.hpp"
+#include "tests/cuda_gpu_test_util.hpp"
+
+namespace pagoda::gpu::test {
+namespace {
+
+using CudaGemv = CudaTest;
+using CudaFusedDecode = CudaTest;
+
+std::vector<uint16_t> random_bf16(size_t n, uint32_t seed) {
+  return to_bf16(random_vec(n, seed, -1.0f, 1.0f));
+}
+
+// y = x . W^T + bias in fp64 over bf16-rounded x (W is bf16 already), and sum |x w|.
+void reference(const std::vector<float>& x, int64_t stride, const std::vector<uint16_t>& w,
+               const std::vector<float>* bias, int64_t M, int64_t N, int64_t K, bool round_x,
+               std::vector<double>& y, std::vector<double>& mag) {
+  y.assign(size_t(M * N), 0.0);
+  mag.assign(size_t(M * N), 0.0);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = bias ? (*bias)[size_t(n)] : 0.0, sum = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const float xv = x[size_t(m * stride + k)];
+        const double p = double(round_x ? round_bf16(xv) : xv) * bf16_to_fp32(w[size_t(n * K + k)]);
+        acc += p;
+        sum += std::abs(p);
+      }
+      y[size_t(m * N + n)] = acc;
+      mag[size_t(m * N + n)] = sum;
+    }
+  }
+}
+
+void expect_within(const std::vector<float>& got, const std::vector<double>& want,
+                   const std::vector<double>& mag, double rel, const std::string& label) {
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double lim = rel * mag[i] + 1e-6;
+    const double ratio = std::isfinite(got[i]) ? std::abs(got[i] - want[i]) / lim : 1e30;
+    if (ratio > worst) worst = ratio, at = i;
+  }
+  EXPECT_LE(worst, 1.0) << label << ": worst err/limit " << worst << " at " << at << ": got "
+                        << got[at] << ", want " << want[at];
+}
+
+// W [N, K] of bf16 values on `be`: BF16 on CUDA; on the CPU backend (whose
+// BF16 matmul wants the packed layout) the same values as F32.
+LinearWeight weight_on(Backend& be, const std::vector<uint16_t>& w, int64_t N, int64_t K,
+                       DeviceBuffer& keep) {
+  if (be.kind() == BackendKind::kCuda) {
+    keep = put(be, w);
+    return LinearWeight{WeightFormat::BF16, N, K, keep.data()};
+  }
+  std::vector<float> f(w.size());
+  for (size_t i = 0; i < w.size(); ++i) f[i] = bf16_to_fp32(w[i]);
+  keep = put(be, f);
+  return LinearWeight{WeightFormat::F32, N, K, keep.data()};
+}
+
+struct MatmulRun {
+  std::vector<float> y;
+  const char* gemv_refusal;  // nullptr: the GEMV kernel served it
+};
+
+MatmulRun run_matmul(Backend& be, const std::vector<uint16_t>& w, const std::vector<float>& x,
+                     int64_t stride, const std::vector<float>* bias, int64_t M, int64_t N,
+                     int64_t K) {
+  DeviceBuffer wb, xb = put(be, x), yb = put(be, std::vector<float>(size_t(M * N), NAN));
+  DeviceBuffer bb = bias ? put(be, *bias) : DeviceBuffer();
+  MatmulParams p{xb.as<const float>(), stride, weight_on(be, w, N, K, wb),
+                 bias ? bb.as<const float>() : nullptr, yb.as<float>(), M};
+  const char* refusal = be.kind() == BackendKind::kCuda
+                            ? cuda::gemv_unsupported(p, p.x, p.x_stride, false)
+                            : "cpu";
+  auto ok = be.matmul(p);
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
+  return {get<float>(be, yb, size_t(M * N)), refusal};
+}
+
+TEST_F(CudaGemv, MatchesFp64AndCpuBackend) {
+  const std::pair<int64_t, int64_t> shapes[] = {{37, 264}, {1000, 4104}, {9, 8}};
+  for (auto [N, K] : shapes) {
+    const auto w = random_bf16(size_t(N * K), uint32_t(N + K));
+    const auto bias = random_vec(size_t(N), uint32_t(N), -2.0f, 2.0f);
+    for (int64_t M = 1; M <= 8; ++M) {
+      for (int64_t pad : {0, 4, 1}) {  // packed, padded (aligned), misaligned -> cuBLAS
+        const int64_t stride = K + pad;
+        const bool with_bias = (M + pad) % 2 == 1;
+        const auto x = random_vec(size_t(M * stride), uint32_t(M * 7 + pad), -2.0f, 2.0f);
+        const std::string label = "N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                                  " M=" + std::to_string(M) + " stride=" + std::to_string(stride) +
+                                  (with_bias ? " bias" : "");
+        const MatmulRun got = run_matmul(*gpu_, w, x, stride, with_bias ? &bias : nullptr, M, N, K);
+        EXPECT_EQ(got.gemv_refusal == nullptr, pad != 1)
+            << label << ": " << (got.gemv_refusal ? got.gemv_refusal : "gemv");
+        std::vector<double> ref, mag;
+        reference(x, stride, w, with_bias ? &bias : nullptr, M, N, K, true, ref, mag);
+        expect_within(got.y, ref, mag, 1e-5, label + " vs fp64(bf16 x)");
+        const MatmulRun cpu = run_matmul(*cpu_, w, x, stride, with_bias ? &bias : nullptr, M, N, K);
+        std::vector<double> cpu_y(cpu.y.begin(), cpu.y.end());
+        expect_within(got.y, cpu_y, mag, 1.0 / 128, label + " vs cpu backend");
+      }
+    }
+  }
+}
+
+TEST_F(CudaGemv, LlamaShapesAgainstCpuBackend) {
+  const std::pair<int64_t, int64_t> shapes[] = {{4096, 4096}, {512, 14336}};
+  for (auto [N, K] : shapes) {
+    const auto w = random_bf16(size_t(N * K), uint32_t(N ^ K));
+    for (int64_t M : {1, 8}) {
+      const auto x = random_vec(size_t(M * K), uint32_t(M), -1.0f, 1.0f);
+      const MatmulRun got = run_matmul(*gpu_, w, x, K, nullptr, M, N, K);
+      ASSERT_EQ(got.gemv_refusal, nullptr);
+      const MatmulRun cpu = run_matmul(*cpu_, w, x, K, nullptr, M, N, K);
+      std::vector<double> want(cpu.y.begin(), cpu.y.end()), mag(want.size(), 0.0);
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < N; ++n) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            s += std::abs(double(x[size_t(m * K + k)]) * bf16_to_fp32(w[size_t(n * K + k)]));
+          }
+          mag[size_t(m * N + n)] = s;
+        }
+      }
+      expect_within(got.y, want, mag, 1.0 / 128,
+                    "N=" + std::to_string(N) + " K=" + std::to_string(K) + " M=" + std::to_string(M));
+    }
+  }
+}
+
+TEST_F(CudaGemv, RowResultIndependentOfBatchSize) {
+  const int64_t N = 300, K = 1032;
+  const auto w = random_bf16(size_t(N * K), 5);
+  const auto x = random_vec(size_t(8 * K), 6, -1.0f, 1.0f);
+  const auto all = run_matmul(*gpu_, w, x, K, nullptr, 8, N, K).y;
+  for (int64_t m = 0; m < 8; ++m) {
+    const std::vector<float> row(x.begin() + m * K, x.begin() + (m + 1) * K);
+    const auto one = run_matmul(*gpu_, w, row, K, nullptr, 1, N, K).y;
+    expect_bitwise(one, std::vector<float>(all.begin() + m * N, all.begin() + (m + 1) * N),
+                   "row " + std::to_string(m) + " alone vs in a batch of 8");
+  }
+}
+
+// ---- fused producers ----------------------------------------------------------------
+
+struct PairOut {
+  std::vector<float> out, residual, y;
+};
+
+// rms_norm(+residual) -> matmul over W [N, H], fused or as two ops.
+PairOut run_norm_matmul(Backend& be, bool fused, const std::vector<float>& x,
+                        const std::vector<float>& res, const std::vector<float>& gain,
+                        const std::vector<uint16_t>& w, int32_t T, int32_t H, int64_t N) {
+  DeviceBuffer wb, xb = put(be, x), rb = put(be, res), gb = put(be, gain),
+               ob = put(be, std::vector<float>(x.size(), NAN)),
+               yb = put(be, std::vector<float>(size_t(T * N), NAN));
+  const RmsNormParams n{xb.as<const float>(), rb.as<float>(), gb.as<const float>(),
+                        ob.as<float>(), T, H, 1e-5f};
+  const MatmulParams mm{ob.as<const float>(), H, weight_on(be, w, N, H, wb), nullptr,
+                        yb.as<float>(), T};
+  if (fused) {
+    EXPECT_TRUE(be.rms_norm_matmul(n, mm).ok());
+  } else {
+    be.rms_norm(n);
+    EXPECT_TRUE(be.matmul(mm).ok());
+  }
+  return {get<float>(be, ob, x.size()), get<float>(be, rb, x.size()),
+          get<float>(be, yb, size_t(T * N))};
+}
+
+// silu_mul -> matmul over W [N, I], fused or as two ops.
+PairOut run_silu_matmul(Backend& be, bool fused, const std::vector<float>& x,
+                        const std::vector<uint16_t>& w, int32_t T, int32_t I, int64_t N) {
+  DeviceBuffer wb, xb = put(be, x),
+               ob = put(be, std::vector<float>(size_t(T) * I, NAN)),
+               yb = put(be, std::vector<float>(size_t(T * N), NAN));
+  const SiluMulParams s{xb.as<const float>(), ob.as<float>(), T, I};
+  const MatmulParams mm{ob.as<const float>(), I, weight_on(be, w, N, I, wb), nullptr,
+                        yb.as<float>(), T};
+  if (fused) {
+    EXPECT_TRUE(be.silu_mul_matmul(s, mm).ok());
+  } else {
+    be.silu_mul(s);
+    EXPECT_TRUE(be.matmul(mm).ok());
+  }
+  return {get<float>(be, ob, size_t(T) * I), {}, get<float>(be, yb, size_t(T * N))};
+}
+
+// sum_k |a[t, k] w[n, k]| for the bf16 bound against the CPU.
+std::vector<double> magnitudes(const std::vector<float>& a, const std::vector<uint16_t>& w,
+                               int64_t T, int64_t N, int64_t K) {
+  std::vector<double> mag(size_t(T * N));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        s += std::abs(double(a[size_t(t * K + k)]) * bf16_to_fp32(w[size_t(n * K + k)]));
+      }
+      mag[size_t(t * N + n)] = s;
+    }
+  }
+  return mag;
+}
+
+TEST_F(CudaFusedDecode, RmsNormMatmulEqualsTwoOpsBitwise) {
+  const int32_t H = 576;
+  const int64_t N = 1536;
+  const auto w = random_bf16(size_t(N * H), 21);
+  const auto gain = random_vec(size_t(H), 22, 0.5f, 1.5f);
+  for (int32_t T : {1, 5, 8, 9, 40}) {
+    const auto x = random_vec(size_t(T) * H, uint32_t(T), -3.0f, 3.0f);
+    const auto res = random_vec(x.size(), uint32_t(T + 100), -3.0f, 3.0f);
+    const std::string label = "rms_norm_matmul T=" + std::to_string(T);
+    const PairOut fused = run_norm_matmul(*gpu_, true, x, res, gain, w, T, H, N);
+    const PairOut plain = run_norm_matmul(*gpu_, false, x, res, gain, w, T, H, N);
+    expect_bitwise(fused.out, plain.out, label + " out");
+    expect_bitwise(fused.residual, plain.residual, label + " residual");
+    expect_bitwise(fused.y, plain.y, label + " y");
+    const PairOut cpu = run_norm_matmul(*cpu_, true, x, res, gain, w, T, H, N);
+    expect_close(fused.out, cpu.out, 1e-7, 2e-6, label + " out vs cpu");
+    std::vector<double> want(cpu.y.begin(), cpu.y.end());
+    expect_within(fused.y, want, magnitudes(cpu.out, w, T, N, H), 1.0 / 128, label + " y vs cpu");
+  }
+}
+
+TEST_F(CudaFusedDecode, SiluMulMatmulEqualsTwoOpsBitwise) {
+  const int32_t I = 1536;
+  const int64_t N = 576;
+  const auto w = random_bf16(size_t(N * I), 31);
+  for (int32_t T : {1, 5, 8, 9, 40}) {
+    const auto x = random_vec(size_t(T) * 2 * I, uint32_t(T + 7), -6.0f, 6.0f);
+    const std::string label = "silu_mul_matmul T=" + std::to_string(T);
+    const PairOut fused = run_silu_matmul(*gpu_, true, x, w, T, I, N);
+    const PairOut plain = run_silu_matmul(*gpu_, false, x, w, T, I, N);
+    expect_bitwise(fused.out, plain.out, label + " out");
+    expect_bitwise(fused.y, plain.y, label + " y");
+    const PairOut cpu = run_silu_matmul(*cpu_, true, x, w, T, I, N);
+    expect_close(fused.out, cpu.out, 1e-37, 2e-6, label + " out vs cpu");
+    std::vector<double> want(cpu.y.begin(), cpu.y.end());
+    expect_within(fused.y, want, magnitudes(cpu.out, w, T, N, I), 1.0 / 128, label + " y vs cpu");
+  }
+}
+
+struct RopeKvOut {
+  std::vector<float> qkv, kc, vc;  // caches widened to fp32
+};
+
+// rope over a fused QKV buffer, then the K/V write; fused or as two ops.
+RopeKvOut run_rope_kv(Backend& be, bool fused, KvDtype dtype, const std::vector<float>& qkv,
+                      const std::vector<int32_t>& pos, const std::vector<int64_t>& slots) {
+  const int Hq = 9, Hk = 3, D = 64, T = int(pos.size());
+  const KvCacheLayout L{Hk, D, 16, 8};
+  const size_t elems = size_t(L.layer_elements());
+  RopeConfig cfg;
+  cfg.head_dim = D;
+  cfg.theta = 500000.0f;
+  cfg.style = RopeStyle::kInterleaved;
+  auto table = be.create_rope_table(cfg);
+  EXPECT_TRUE(table.ok());
+  DeviceBuffer buf = put(be, qkv), pb = put(be, pos), sb = put(be, slots);
+  DeviceBuffer kc = put(be, std::vector<float>(elems, -7.0f)), vc = put(be, std::vector<float>(elems, -7.0f));
+  const int64_t stride = int64_t{Hq + 2 * Hk} * D;
+  float* q = buf.as<float>();
+  const RopeParams r = table->params(q, stride, q + Hq * D, stride, pb.as<const int32_t>(), T, Hq, Hk);
+  KvCacheWriteParams w{q + Hq * D, q + (Hq + Hk) * D, stride, stride, kc.data(), vc.data(),
+                       L, dtype, sb.as<const int64_t>(), T};
+  if (fused) {
+    be.rope_kv_write(r, w);
+  } else {
+    be.rope(r);
+    be.kv_cache_write(w);
+  }
+  RopeKvOut o{get<float>(be, buf, qkv.size()), {}, {}};
+  if (dtype == KvDtype::kF32) {
+    o.kc = get<float>(be, kc, elems);
+    o.vc = get<float>(be, vc, elems);
+  } else {  // the first half of each buffer holds the bf16 cache
+    for (auto [dev, host] : {std::pair{&kc, &o.kc}, std::pair{&vc, &o.vc}}) {
+      for (uint16_t b : get<uint16_t>(be, *dev, elems)) host->push_back(bf16_to_fp32(b));
+    }
+  }
+  return o;
+}
+
+TEST_F(CudaFusedDecode, RopeKvWriteEqualsTwoOpsBitwise) {
+  const std::vector<int32_t> pos = {0, 1, 17, 100, 4095, 8191};
+  const std::vector<int64_t> slots = {5, -1, 16, 127, 40, 0};
+  const auto qkv = random_vec(pos.size() * 15 * 64, 41, -2.0f, 2.0f);
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
+    const std::string label = dtype == KvDtype::kF32 ? "rope_kv_write f32" : "rope_kv_write bf16";
+    const RopeKvOut fused = run_rope_kv(*gpu_, true, dtype, qkv, pos, slots);
+    const RopeKvOut plain = run_rope_kv(*gpu_, false, dtype, qkv, pos, slots);
+    expect_bitwise(fused.qkv, plain.qkv, label + " qkv");
+    expect_bitwise(fused.kc, plain.kc, label + " k cache");
+    expect_bitwise(fused.vc, plain.vc, label + " v cache");
+    if (dtype == KvDtype::kF32) {
+      const RopeKvOut cpu = run_rope_kv(*cpu_, true, dtype, qkv, pos, slots);
+      expect_close(fused.qkv, cpu.qkv, 4e-6, 2e-6, label + " qkv vs cpu");
+      expect_close(fused.kc, cpu.kc, 4e-6, 2e-6, label + " k cache vs cpu");
+      expect_bitwise(fused.vc, cpu.vc, label + " v cache vs cpu");
+    }
+  }
+}
+
+// ---- split-K: the merge only for rows with more than one partition ------------------
+
+TEST_F(CudaFusedDecode, SplitKSinglePartitionRowsWrittenDirectly) {
+  const std::vector<Seq> seqs = {{1, 1}, {15, 1}, {64, 1}, {65, 1}, {200, 1}, {64, 1}};
+  const Problem p = make_problem({8, 2, 128, 16}, seqs, 2, 77, Values::kBf16);
+  const size_t row = size_t(p.sh.Hq) * p.sh.D;
+  for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
+    const auto unsplit = run_attention(*gpu_, p, dtype, 0);
+    const auto split = run_attention(*gpu_, p, dtype, 64);
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const std::vector<float> a(split.begin() + ptrdiff_t(s * row), split.begin() + ptrdiff_t((s + 1) * row));
+      const std::vector<float> b(unsplit.begin() + ptrdiff_t(s * row), unsplit.begin() + ptrdiff_t((s + 1) * row));
+      const std::string label = "ctx " + std::to_string(seqs[s].ctx);
+      if (seqs[s].ctx <= 64) {
+        expect_bitwise(a, b, label + ": one partition, written directly");
+      } else {
+        expect_close(a, b, kAttnAtol, kAttnRtol, label + ": merged partitions");
+      }
+    }
+    for (size_t i = seqs.size() * row; i < split.size(); ++i) {
+      ASSERT_EQ(split[i], 0.0f) << "padding output " << i;
+    }
+    // max_context_len <= P: no merge launch at all; everything bitwise unsplit.
+    const Problem shortp = make_problem({8, 2, 128, 16}, {{1, 1}, {15, 1}, {64, 1}}, 1, 78, Values::kBf16);
+    expect_bitwise(run_attention(*gpu_, shortp, dtype, 64), run_attention(*gpu_, shortp, dtype, 0),
+                   "all rows single-partition");
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::gpu::test
+
+#else
+
+TEST(CudaGemv, NotBuilt) { GTEST_SKIP() << "built without CUDA (PAGODA_CUDA=OFF)"; }
+
+#endif
