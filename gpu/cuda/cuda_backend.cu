@@ -63,6 +63,7 @@ CudaBackend::CudaBackend(const BackendOptions& options)
     : limit_(options.memory_limit_bytes),
       async_uploads_(options.async_uploads),
       tiled_prefill_(options.tiled_prefill),
+      decode_kernels_(options.decode_kernels),
       tiled_min_rows_(std::max<int32_t>(options.tiled_prefill_min_rows, 1)) {}
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const BackendOptions& options) {
@@ -306,13 +307,13 @@ Result<void> CudaBackend::matmul(const MatmulParams& p) {
   auto scratch = ensure(matmul_scratch_, matmul_scratch_bytes(p));
   if (!scratch) return scratch.error();
   PAGODA_PROFILE(kGemm);
-  return run_matmul(p, cublas_, *scratch, stream_);
+  return run_matmul(p, cublas_, *scratch, stream_, decode_kernels_);
 }
 
 // ---- fused pairs of the decode path ------------------------------------------------
 
 void CudaBackend::rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) {
-  if (!rope_kv_fusable(r, w)) return Backend::rope_kv_write(r, w);
+  if (!decode_kernels_ || !rope_kv_fusable(r, w)) return Backend::rope_kv_write(r, w);
   PAGODA_PROFILE(kKvWrite);
   record(launch_rope_kv_write(r, w, stream_));
 }
@@ -325,7 +326,9 @@ bool CudaBackend::bf16_fusable(const MatmulParams& mm, const float* out, int64_t
 }
 
 Result<void> CudaBackend::rms_norm_matmul(const RmsNormParams& n, const MatmulParams& mm) {
-  if (!bf16_fusable(mm, n.out, n.num_tokens, n.hidden)) return Backend::rms_norm_matmul(n, mm);
+  if (!decode_kernels_ || !bf16_fusable(mm, n.out, n.num_tokens, n.hidden)) {
+    return Backend::rms_norm_matmul(n, mm);
+  }
   auto xb = ensure(matmul_scratch_, matmul_scratch_bytes(mm));
   if (!xb) return xb.error();
   {
@@ -337,7 +340,7 @@ Result<void> CudaBackend::rms_norm_matmul(const RmsNormParams& n, const MatmulPa
 }
 
 Result<void> CudaBackend::silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) {
-  if (!bf16_fusable(mm, s.out, s.num_tokens, s.intermediate)) {
+  if (!decode_kernels_ || !bf16_fusable(mm, s.out, s.num_tokens, s.intermediate)) {
     return Backend::silu_mul_matmul(s, mm);
   }
   auto xb = ensure(matmul_scratch_, matmul_scratch_bytes(mm));

@@ -7,7 +7,8 @@
 // the backend and not counted against the cap.
 //
 // Step features (BackendOptions): async_uploads, tiled_prefill (the
-// FlashAttention-2 style kernel of prefill_attention.cu for long prompts) and
+// FlashAttention-2 style kernel of prefill_attention.cu for long prompts),
+// decode_kernels (the BF16 GEMV for M <= 8 and the fused decode pairs) and
 // capture()/replay() (CUDA graphs) can each be switched off by the caller.
 //
 // Ordering: everything runs on one non-blocking stream in issue order. Ops
@@ -103,8 +104,8 @@ class CudaBackend final : public Backend {
   // two launches); rms_norm_matmul / silu_mul_matmul with a BF16 weight whose
   // x is the first op's out (packed rows) have the producer store its output
   // in bf16 too, straight into the matmul's scratch, and the matmul (GEMV for
-  // M <= 8, else cuBLAS) reads that: no conversion kernel. Other weights:
-  // the two ops one after the other.
+  // M <= 8, else cuBLAS) reads that: no conversion kernel. Other weights,
+  // and BackendOptions::decode_kernels = false: the two ops in turn.
   void rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) override;
   Result<void> rms_norm_matmul(const RmsNormParams& n, const MatmulParams& mm) override;
   Result<void> silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) override;
@@ -149,7 +150,7 @@ class CudaBackend final : public Backend {
   cublasContext* cublas_ = nullptr;
   Scratch cublas_workspace_, attention_scratch_, sampling_scratch_, matmul_scratch_;
   uint64_t limit_ = 0;
-  bool async_uploads_ = true, tiled_prefill_ = true;
+  bool async_uploads_ = true, tiled_prefill_ = true, decode_kernels_ = true;
   int32_t tiled_min_rows_ = 16;
   bool capturing_ = false;       // inside capture(): scratch must not move
   uint64_t scratch_epoch_ = 0;   // bumped whenever a scratch buffer is reallocated

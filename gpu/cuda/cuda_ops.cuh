@@ -83,10 +83,11 @@ Result<void> launch_sample(const SamplingParams& p, void* scratch, cudaStream_t 
 // accumulation and fp32 output: the GEMV kernel for M <= 8 when gemv
 // supports the shape, else cuBLAS GemmEx) and F32 (cuBLAS SGEMM, no TF32).
 // Other formats are an Error: prepare them first (CudaBackend::prepare_weight).
-// Scratch: x as bf16, [M, K] (0 bytes for F32 weights).
+// Scratch: x as bf16, [M, K] (0 bytes for F32 weights). allow_gemv = false:
+// cuBLAS for every M (BackendOptions::decode_kernels off).
 size_t matmul_scratch_bytes(const MatmulParams& p);
 Result<void> run_matmul(const MatmulParams& p, cublasHandle_t handle, void* scratch,
-                        cudaStream_t stream);
+                        cudaStream_t stream, bool allow_gemv = true);
 // The same for a BF16 weight whose x is already bf16: xb [M, K] packed (p.x
 // and p.x_stride are not read).
 Result<void> run_matmul_bf16(const MatmulParams& p, const void* xb, cublasHandle_t handle,

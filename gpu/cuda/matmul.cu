@@ -89,7 +89,7 @@ Result<void> gemm_bf16(const MatmulParams& p, const __nv_bfloat16* xb, cublasHan
 }  // namespace
 
 Result<void> run_matmul(const MatmulParams& p, cublasHandle_t handle, void* scratch,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, bool allow_gemv) {
   const LinearWeight& w = p.weight;
   if (w.format != WeightFormat::BF16 && w.format != WeightFormat::F32) {
     return make_error("cuda matmul: weight format " + std::string(format_name(w.format)) +
@@ -98,7 +98,7 @@ Result<void> run_matmul(const MatmulParams& p, cublasHandle_t handle, void* scra
   PAGODA_CUDA_TRY(check_shape(p));
   if (p.m == 0) return {};
   if (w.format == WeightFormat::BF16) {
-    if (gemv_unsupported(p, p.x, p.x_stride, false) == nullptr) {
+    if (allow_gemv && gemv_unsupported(p, p.x, p.x_stride, false) == nullptr) {
       return launch_gemv(p, p.x, p.x_stride, false, stream);
     }
     auto* xb = static_cast<__nv_bfloat16*>(scratch);
