@@ -114,9 +114,10 @@ class Backend {
   virtual Result<void> matmul(const MatmulParams& p) = 0;
 
   // Fused pairs, with exactly the results of the two ops in order (the
-  // defaults run them one after the other; the CPU does each pair in one
-  // pass over the rows, quantizing the matmul's activations on the way when
-  // its weight is block-quantized). mm.x must be the first op's output.
+  // defaults run them one after the other; the CPU does the first three each
+  // in one pass over the rows, quantizing the matmul's activations on the
+  // way when its weight is block-quantized; CUDA has the producer write the
+  // matmul's bf16 input). mm.x must be the first op's output.
   virtual void rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) {
     rope(r);
     kv_cache_write(w);
@@ -127,6 +128,13 @@ class Backend {
   }
   virtual Result<void> silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) {
     silu_mul(s);
+    return matmul(mm);
+  }
+  // The attention output into the o projection (CUDA: the attention kernel
+  // also stores its output as the matmul's bf16 input).
+  virtual Result<void> paged_attention_matmul(const PagedAttentionParams& a,
+                                              const MatmulParams& mm) {
+    paged_attention(a);
     return matmul(mm);
   }
 

@@ -207,8 +207,11 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
   at.scale = 1.0f / std::sqrt(float(D));
   at.partition_size = options_.attention_partition_size;
   at.meta = st.meta;
-  backend_.paged_attention(at);
-  if (auto ok = linear(w.o, rs.mid(), q_width, rs.delta(), T); !ok) return ok;
+  if (auto ok = backend_.paged_attention_matmul(
+          at, matmul_params(w.o, rs.mid(), q_width, rs.delta(), T));
+      !ok) {
+    return ok;
+  }
 
   const int32_t I = c.intermediate_size;
   if (auto ok = backend_.rms_norm_matmul(

@@ -12,6 +12,9 @@
 //    M in {1, 5, 8} (GEMV) and {9, 40} (cuBLAS), and close to the CPU's pair.
 //  - rope_kv_write (one kernel): bitwise rope then kv_cache_write on CUDA (q,
 //    k, v and both caches, F32 and BF16, padding slots), close to the CPU's.
+//  - paged_attention_matmul (the attention kernels and the split-K merge
+//    write the o projection's bf16 input): bitwise the two ops, 5 decode
+//    rows (GEMV) and a mixed batch (cuBLAS), split and unsplit; close to CPU.
 //  - split-K: rows with one partition are written directly (bitwise the
 //    unsplit kernel), multi-partition rows merged, padding rows zero.
 // Skips without a device.
@@ -353,6 +356,52 @@ TEST_F(CudaFusedDecode, SplitKSinglePartitionRowsWrittenDirectly) {
     const Problem shortp = make_problem({8, 2, 128, 16}, {{1, 1}, {15, 1}, {64, 1}}, 1, 78, Values::kBf16);
     expect_bitwise(run_attention(*gpu_, shortp, dtype, 64), run_attention(*gpu_, shortp, dtype, 0),
                    "all rows single-partition");
+  }
+}
+
+// paged_attention -> o projection, fused (the attention kernels write the
+// bf16 input) or as two ops: y and the attention output bitwise equal.
+std::pair<std::vector<float>, std::vector<float>> run_attention_matmul(
+    Backend& be, bool fused, const Problem& p, int partition, const std::vector<uint16_t>& w,
+    int64_t N) {
+  const int64_t K = int64_t{p.sh.Hq} * p.sh.D;
+  DeviceBuffer q = put(be, p.q), tables = put(be, p.tables), qsl = put(be, p.qsl),
+               ctx = put(be, p.ctx), out = put(be, std::vector<float>(p.q.size(), kNaN)),
+               kc = put(be, to_bf16(p.kc)), vc = put(be, to_bf16(p.vc)), wb,
+               yb = put(be, std::vector<float>(size_t(p.T * N), kNaN));
+  const AttentionIo io{q.as<const float>(), kc.data(), vc.data(), tables.as<const int32_t>(),
+                       qsl.as<const int32_t>(), ctx.as<const int32_t>(), out.as<float>()};
+  const PagedAttentionParams a = attention_params(p, io, KvDtype::kBF16, partition);
+  const MatmulParams mm{out.as<const float>(), K, weight_on(be, w, N, K, wb), nullptr,
+                        yb.as<float>(), p.T};
+  if (fused) {
+    EXPECT_TRUE(be.paged_attention_matmul(a, mm).ok());
+  } else {
+    be.paged_attention(a);
+    EXPECT_TRUE(be.matmul(mm).ok());
+  }
+  return {get<float>(be, out, p.q.size()), get<float>(be, yb, size_t(p.T * N))};
+}
+
+TEST_F(CudaFusedDecode, AttentionMatmulEqualsTwoOpsBitwise) {
+  const int64_t N = 96;
+  const auto w = random_bf16(size_t(N) * 8 * 128, 51);
+  const Problem decode5 = make_problem({8, 2, 128, 16}, {{1, 1}, {40, 1}, {300, 1}, {97, 1}}, 1, 52,
+                                       Values::kBf16);
+  const Problem mixed = make_problem({8, 2, 128, 16}, mixed_seqs(16), 2, 53, Values::kBf16);
+  for (const Problem* p : {&decode5, &mixed}) {  // 5 rows: GEMV; 95 rows: cuBLAS
+    for (int P : {0, 64}) {
+      const std::string label = "T=" + std::to_string(p->T) + " partition " + std::to_string(P);
+      const auto fused = run_attention_matmul(*gpu_, true, *p, P, w, N);
+      const auto plain = run_attention_matmul(*gpu_, false, *p, P, w, N);
+      expect_bitwise(fused.first, plain.first, label + " attention out");
+      expect_bitwise(fused.second, plain.second, label + " y");
+      const auto cpu = run_attention_matmul(*cpu_, true, *p, 0, w, N);
+      expect_close(fused.first, cpu.first, kAttnAtol, kAttnRtol, label + " attention vs cpu");
+      std::vector<double> want(cpu.second.begin(), cpu.second.end());
+      expect_within(fused.second, want, magnitudes(cpu.first, w, p->T, N, 8 * 128), 1.0 / 128,
+                    label + " y vs cpu");
+    }
   }
 }
 

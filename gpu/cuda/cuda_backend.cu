@@ -353,6 +353,27 @@ Result<void> CudaBackend::silu_mul_matmul(const SiluMulParams& s, const MatmulPa
   return run_matmul_bf16(mm, *xb, cublas_, stream_);
 }
 
+Result<void> CudaBackend::paged_attention_matmul(const PagedAttentionParams& a,
+                                                 const MatmulParams& mm) {
+  const bool tiled = tiled_prefill_ && a.meta.max_query_len >= tiled_min_rows_ &&
+                     tiled_prefill_supported(a);
+  const int64_t width = int64_t{a.num_q_heads} * a.layout.head_dim;
+  if (!decode_kernels_ || tiled || !bf16_fusable(mm, a.out, a.meta.num_tokens, width)) {
+    return Backend::paged_attention_matmul(a, mm);
+  }
+  const int32_t partition = attention_partition_size(a, sm_count_);
+  auto scratch = ensure(attention_scratch_, attention_scratch_bytes(a, partition));
+  if (!scratch) return scratch.error();
+  auto xb = ensure(matmul_scratch_, matmul_scratch_bytes(mm));
+  if (!xb) return xb.error();
+  {
+    PAGODA_PROFILE(kAttention);
+    record(launch_paged_attention(a, partition, *scratch, stream_, 0, *xb));
+  }
+  PAGODA_PROFILE(kGemm);
+  return run_matmul_bf16(mm, *xb, cublas_, stream_);
+}
+
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options) {
   auto backend = CudaBackend::create(options);
   if (!backend) return backend.error();

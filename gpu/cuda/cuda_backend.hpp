@@ -109,6 +109,11 @@ class CudaBackend final : public Backend {
   void rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) override;
   Result<void> rms_norm_matmul(const RmsNormParams& n, const MatmulParams& mm) override;
   Result<void> silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) override;
+  // Likewise for the o projection, when no row goes to the tiled prefill
+  // kernel (it writes fp32 only): both attention kernels (and the split-K
+  // merge) store the bf16 input as well.
+  Result<void> paged_attention_matmul(const PagedAttentionParams& a,
+                                      const MatmulParams& mm) override;
 
   // ---- CUDA only ------------------------------------------------------------------
   // Converts a host weight (any WeightFormat; host.data in host memory) to

@@ -53,10 +53,11 @@ size_t attention_scratch_bytes(const PagedAttentionParams& p, int32_t partition)
 // GQA group size. partition must come from attention_partition_size or be a
 // value >= 0 whose part count fits (checked: an Error otherwise).
 // skip_min_rows > 0: the rows of sequences with >= skip_min_rows query rows
-// are not touched (launch_tiled_prefill writes them).
+// are not touched (launch_tiled_prefill writes them). out_bf16 (nullable,
+// [T, Hq * D] like out) also receives bf16(out) of every row written.
 Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t partition,
                                     void* scratch, cudaStream_t stream,
-                                    int32_t skip_min_rows = 0);
+                                    int32_t skip_min_rows = 0, void* out_bf16 = nullptr);
 
 // ---- tiled prefill attention (prefill_attention.cu) ---------------------------
 // FlashAttention-2 style over the paged cache, for the sequences with >=

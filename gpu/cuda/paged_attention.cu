@@ -52,6 +52,7 @@ struct AttnArgs {
   const float* q;  // [T, Hq, D] rows q_stride apart
   int64_t q_stride;
   float* out;      // [T, Hq, D]
+  __nv_bfloat16* out_bf16;  // [T, Hq, D] or nullptr: bf16(out) too (the o projection's input)
   const void* k_cache;
   const void* v_cache;
   KvCacheLayout layout;
@@ -134,6 +135,7 @@ __device__ void write_result(const AttnArgs& a, const Smem<D, GP>& sm, int32_t r
     const int64_t head_row = int64_t{row} * a.num_q_heads + hq0 + g;
     if (direct) {
       a.out[head_row * D + d] = res;
+      if (a.out_bf16 != nullptr) a.out_bf16[head_row * D + d] = __float2bfloat16_rn(res);
     } else {
       const int64_t slot = head_row * a.max_parts + part;
       a.partial_out[slot * D + d] = res;
@@ -161,7 +163,9 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const AttnArg
   if (info.seq < 0) {  // padding row: 0, written by part 0 (the merge skips it)
     if (part == 0) {
       for (int idx = threadIdx.x; idx < ng * D; idx += kThreads) {
-        a.out[(int64_t{row} * a.num_q_heads + hq0) * D + idx] = 0.0f;
+        const int64_t at = (int64_t{row} * a.num_q_heads + hq0) * D + idx;
+        a.out[at] = 0.0f;
+        if (a.out_bf16 != nullptr) a.out_bf16[at] = __float2bfloat16_rn(0.0f);
       }
     }
     return;
@@ -293,7 +297,9 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const AttnArgs a) {
         o += w * a.partial_out[(head_row * a.max_parts + i) * D + d];
       }
     }
-    out[d] = wsum > 0.0f ? o / wsum : 0.0f;
+    const float res = wsum > 0.0f ? o / wsum : 0.0f;
+    out[d] = res;
+    if (a.out_bf16 != nullptr) a.out_bf16[head_row * D + d] = __float2bfloat16_rn(res);
   }
 }
 
@@ -367,7 +373,8 @@ size_t attention_scratch_bytes(const PagedAttentionParams& p, int32_t partition)
 }
 
 Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t partition,
-                                    void* scratch, cudaStream_t stream, int32_t skip_min_rows) {
+                                    void* scratch, cudaStream_t stream, int32_t skip_min_rows,
+                                    void* out_bf16) {
   if (p.meta.num_tokens <= 0) return {};
   PAGODA_CUDA_TRY(check_supported(p));
   const KvCacheLayout& L = p.layout;
@@ -375,6 +382,7 @@ Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t parti
   a.q = p.q;
   a.q_stride = p.q_stride;
   a.out = p.out;
+  a.out_bf16 = static_cast<__nv_bfloat16*>(out_bf16);
   a.k_cache = p.k_cache;
   a.v_cache = p.v_cache;
   a.layout = L;
