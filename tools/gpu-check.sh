@@ -39,8 +39,8 @@
 #   cpu_smoke     pagoda generate on the tiny model (CPU backend), twice: equal
 #   op_tests      every CUDA kernel against its CPU twin (cuda_*_gpu_test
 #                 but the tiled prefill's, device_gpu_test; gtest XML: the
-#                 decode GEMV and fused decode kernels in
-#                 cuda_decode_fusion_gpu_test, dequantize-on-load of every
+#                 decode GEMV and fused decode kernels in cuda_gemv_gpu_test
+#                 and cuda_decode_fusion_gpu_test, dequantize-on-load of every
 #                 block type in cuda_dequant_gpu_test); a failed split-K case
 #                 turns split-K off, a failed cuda_async_upload_gpu_test the
 #                 asynchronous uploads, a failed GEMV / fused-decode case the
@@ -282,7 +282,7 @@ for path in glob.glob(os.path.join(sys.argv[1], "op_tests.*.xml")):
             out.add("async")
         if "Split" in name or "Partition" in name:
             out.add("split_k")
-        elif prog == "cuda_decode_fusion_gpu_test":
+        elif prog in ("cuda_decode_fusion_gpu_test", "cuda_gemv_gpu_test"):
             out.add("decode")
 print(" ".join(sorted(out)))
 PY
