@@ -4,6 +4,8 @@
 //  - rms_norm_matmul / silu_mul_matmul (the producer writes the bf16 input):
 //    bitwise the two ops run separately on CUDA (out, residual and y), for
 //    M in {1, 5, 8} (GEMV) and {9, 40} (cuBLAS), and close to the CPU's pair.
+//  - with BackendOptions::decode_kernels off the pair still computes the
+//    same (cuBLAS, ops in turn; close, not bitwise).
 //  - rope_kv_write (one kernel): bitwise rope then kv_cache_write on CUDA (q,
 //    k, v and both caches, F32 and BF16, padding slots), close to the CPU's.
 //  - paged_attention_matmul (the attention kernels and the split-K merge
@@ -89,6 +91,29 @@ TEST_F(CudaFusedDecode, RmsNormMatmulEqualsTwoOpsBitwise) {
     std::vector<double> want(cpu.y.begin(), cpu.y.end());
     expect_within(fused.y, want, magnitudes(cpu.out, w, T, N, H), 1.0 / 128, label + " y vs cpu");
   }
+}
+
+TEST_F(CudaFusedDecode, DecodeKernelsOffStillComputesThePair) {
+  // BackendOptions::decode_kernels = false (PAGODA_CUDA_DECODE_KERNELS=off):
+  // the ops in turn and cuBLAS; the same values up to the summation order.
+  BackendOptions o = backend_options();
+  o.decode_kernels = false;
+  auto plain_be = cuda::CudaBackend::create(o);
+  ASSERT_TRUE(plain_be.ok()) << plain_be.error().message;
+  const int32_t H = 576, T = 3;
+  const int64_t N = 200;
+  const auto w = random_bf16(size_t(N * H), 61);
+  const auto gain = random_vec(size_t(H), 62, 0.5f, 1.5f);
+  const auto x = random_vec(size_t(T) * H, 63, -3.0f, 3.0f);
+  const auto res = random_vec(x.size(), 64, -3.0f, 3.0f);
+  const PairOut on = run_norm_matmul(*gpu_, true, x, res, gain, w, T, H, N);
+  const PairOut off = run_norm_matmul(**plain_be, true, x, res, gain, w, T, H, N);
+  expect_bitwise(off.out, on.out, "decode kernels off: out");
+  std::vector<double> want(off.y.begin(), off.y.end());
+  std::vector<float> rounded(on.out.size());
+  for (size_t i = 0; i < rounded.size(); ++i) rounded[i] = round_bf16(on.out[i]);
+  expect_within(on.y, want, magnitudes(rounded, w, T, N, H), 1e-5, "decode kernels off: y");
+  EXPECT_TRUE((*plain_be)->check().ok());
 }
 
 TEST_F(CudaFusedDecode, SiluMulMatmulEqualsTwoOpsBitwise) {
