@@ -127,6 +127,7 @@ StepFeatureEnv step_feature_env() {
   e.graphs_off = is("PAGODA_CUDA_GRAPHS", "off");
   e.rowwise_prefill = is("PAGODA_CUDA_PREFILL_KERNEL", "rowwise");
   e.sync_uploads = is("PAGODA_CUDA_ASYNC_UPLOADS", "off");
+  e.decode_kernels_off = is("PAGODA_CUDA_DECODE_KERNELS", "off");
   if (const char* v = std::getenv("PAGODA_CUDA_SPLIT_K"); v != nullptr && *v != '\0') {
     char* end = nullptr;
     const long n = std::strtol(v, &end, 10);
@@ -139,6 +140,7 @@ BackendOptions with_feature_env(BackendOptions o) {
   const StepFeatureEnv e = step_feature_env();
   if (e.rowwise_prefill) o.tiled_prefill = false;
   if (e.sync_uploads) o.async_uploads = false;
+  if (e.decode_kernels_off) o.decode_kernels = false;
   return o;
 }
 

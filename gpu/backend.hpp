@@ -119,9 +119,10 @@ class Backend {
   virtual void scale_cap(const ScaleCapParams& p);
 
   // Fused pairs, with exactly the results of the two ops in order (the
-  // defaults run them one after the other; the CPU does each pair in one
-  // pass over the rows, quantizing the matmul's activations on the way when
-  // its weight is block-quantized). mm.x must be the first op's output.
+  // defaults run them one after the other; the CPU does the first three each
+  // in one pass over the rows, quantizing the matmul's activations on the
+  // way when its weight is block-quantized; CUDA has the producer write the
+  // matmul's bf16 input). mm.x must be the first op's output.
   virtual void rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) {
     rope(r);
     kv_cache_write(w);
@@ -132,6 +133,13 @@ class Backend {
   }
   virtual Result<void> silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) {
     silu_mul(s);
+    return matmul(mm);
+  }
+  // The attention output into the o projection (CUDA: the attention kernel
+  // also stores its output as the matmul's bf16 input).
+  virtual Result<void> paged_attention_matmul(const PagedAttentionParams& a,
+                                              const MatmulParams& mm) {
+    paged_attention(a);
     return matmul(mm);
   }
 
@@ -153,27 +161,34 @@ class Backend {
 // ignores them): async_uploads = false makes upload_async a synchronous
 // upload(); tiled_prefill = false sends every attention row to the
 // one-CTA-per-row kernel instead of the tensor-core tiled prefill kernel
-// (used for sequences with >= tiled_prefill_min_rows query rows, BF16 cache).
+// (used for sequences with >= tiled_prefill_min_rows query rows, BF16 cache);
+// decode_kernels = false turns off the decode path's own kernels (the BF16
+// GEMV for M <= 8 and the fused rope_kv_write / rms_norm_matmul /
+// silu_mul_matmul): cuBLAS and the ops one by one instead.
 struct BackendOptions {
   uint64_t memory_limit_bytes = 0;
   size_t cpu_threads = 0;
   bool async_uploads = true;
   bool tiled_prefill = true;
   int32_t tiled_prefill_min_rows = 16;
+  bool decode_kernels = true;
 };
 
 // The CUDA step features switched off by the environment, for programs that
 // have no flags for them (the GPU tests run by tools/gpu-check.sh after a
 // feature failed). A variable can only turn its feature off (or set the
 // split-K partition): PAGODA_CUDA_GRAPHS=off, PAGODA_CUDA_PREFILL_KERNEL=
-// rowwise, PAGODA_CUDA_ASYNC_UPLOADS=off, PAGODA_CUDA_SPLIT_K=N (0: off; -1
-// here when unset or not a number in [0, 2^20]). Read on every call.
+// rowwise, PAGODA_CUDA_ASYNC_UPLOADS=off, PAGODA_CUDA_DECODE_KERNELS=off,
+// PAGODA_CUDA_SPLIT_K=N (0: off; -1 here when unset or not a number in
+// [0, 2^20]). Read on every call.
 struct StepFeatureEnv {
   bool graphs_off = false, rowwise_prefill = false, sync_uploads = false;
+  bool decode_kernels_off = false;
   int32_t split_k = -1;
 };
 StepFeatureEnv step_feature_env();
-// `options` with the environment's switches applied (tiled_prefill, async_uploads).
+// `options` with the environment's switches applied (tiled_prefill,
+// async_uploads, decode_kernels).
 BackendOptions with_feature_env(BackendOptions options);
 
 // kCpu: the CPU backend. kCuda: the CUDA backend (its options passed through

@@ -258,8 +258,11 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
   at.meta = st.meta;
   at.softcap = float(c.attn_logit_softcap);
   at.sliding_window = windowed ? c.sliding_window : 0;
-  backend_.paged_attention(at);
-  if (auto ok = linear(w.o, rs.mid(), q_width, rs.delta(), T); !ok) return ok;
+  if (auto ok = backend_.paged_attention_matmul(
+          at, matmul_params(w.o, rs.mid(), q_width, rs.delta(), T));
+      !ok) {
+    return ok;
+  }
   if (arch_->post_norms) {  // Gemma: the attention output's own norm, in place
     backend_.rms_norm({rs.delta(), nullptr, w.post_attn_norm.as<const float>(), rs.delta(), T, H, eps});
   }

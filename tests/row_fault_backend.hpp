@@ -65,6 +65,10 @@ class RowFaultBackend final : public Backend {
   Result<void> silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) override {
     return inner_->silu_mul_matmul(s, mm);
   }
+  Result<void> paged_attention_matmul(const PagedAttentionParams& a,
+                                      const MatmulParams& mm) override {
+    return inner_->paged_attention_matmul(a, mm);
+  }
   void sample(const SamplingParams& p) override {
     const RowFault f = fault_ ? fault_(++calls_, p.num_rows) : RowFault{};
     const bool hit = f.row >= 0 && f.row < p.num_rows;

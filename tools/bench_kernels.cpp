@@ -7,7 +7,10 @@
 //    kernel on a 2048-token prompt and a 512-token chunk over 3584 cached
 //    tokens, Llama-3-8B heads: TFLOP/s;
 //  - sampling (top_k/top_p rows over a 49152 vocabulary): time per call;
-//  - matmul through cuBLAS (BF16 weights): TFLOP/s;
+//  - matmul (BF16 weights; M <= 8 is the GEMV kernel, larger M cuBLAS): TFLOP/s;
+//  - decode GEMV at Llama-3-8B shapes, M = 1, 2, 4, 8 (and 16 on cuBLAS): GB/s
+//    against the measured device-to-device copy bandwidth and the peak
+//    (tools/bench_gemv.hpp); --gemv runs only this (and the copy);
 //  - CPU quantized matmul (the int8 kernels, every ISA variant this CPU
 //    supports side by side, on SmolLM2-135M's shapes: Q4_1 layers, the Q8_0
 //    49152 x 576 output matrix) at M = 1, 32, 512: us per call, GOP/s
@@ -21,7 +24,7 @@
 // CUDA timings use events on the backend's stream (3 warm-up calls, then the
 // mean of N); CPU timings use steady_clock. Without a device only the CPU
 // part runs; builds without CUDA have only the CPU part.
-// Usage: bench_kernels [--json FILE] [--quick] [--cpu-matmul-only]
+// Usage: bench_kernels [--json FILE] [--quick] [--cpu-matmul-only] [--gemv]
 //                      [--llama1b [--format q4_0|q8_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs] [--m 1,16,...] [--one-thread-only]]
 //                      [--isa NAME[,NAME...]]
 #if PAGODA_HAVE_CUDA
@@ -45,6 +48,7 @@
 #include <vector>
 
 #include "bench_cpu_matmul.hpp"
+#include "bench_gemv.hpp"
 #include "gpu/backend.hpp"
 #include "gpu/cpu/cpu_isa.hpp"
 #include "gpu/cpu/quant_matmul.hpp"
@@ -295,13 +299,14 @@ std::string join(const std::vector<std::string>& v) {
 
 int main(int argc, char** argv) {
   std::string json_path;
-  bool quick = false, cpu_matmul_only = false, llama1b = false;
+  bool quick = false, cpu_matmul_only = false, llama1b = false, gemv_only = false;
   pagoda::tools::CpuMatmulOptions opt;
   WeightFormat llama_format = WeightFormat::Q4_0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--cpu-matmul-only")) cpu_matmul_only = true;
+    if (!std::strcmp(argv[i], "--gemv")) gemv_only = true;
     if (!std::strcmp(argv[i], "--llama1b")) llama1b = cpu_matmul_only = true;
     if (!std::strcmp(argv[i], "--format") && i + 1 < argc) {
       const std::string name = argv[++i];
@@ -337,9 +342,9 @@ int main(int argc, char** argv) {
     }
   }
   std::fprintf(stderr, "bench_kernels: %s\n", cpu::cpu_isa_summary().c_str());
-  std::vector<std::string> attn, prefill, sampling, matmul, cpu_matmul;
+  std::vector<std::string> attn, prefill, sampling, matmul, cpu_matmul, gemv;
   std::string device = "none", reason;
-  double peak_bps = 0;
+  double peak_bps = 0, copy_bps = 0;
   const DeviceInfo info = cpu_matmul_only ? DeviceInfo{} : probe_devices();
 #if PAGODA_HAVE_CUDA
   if (info.device_count > 0) {
@@ -353,6 +358,22 @@ int main(int argc, char** argv) {
       cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0);
       peak_bps = 2.0 * clock_khz * 1e3 * bus_bits / 8.0;
       device = std::string(gpu.name());
+      const int iters = quick ? 5 : 20;
+      copy_bps = pagoda::tools::measure_copy_bandwidth(gpu, iters);
+      std::fprintf(stderr, "{\"device_copy_gb_per_s\":%.1f,\"peak_gb_per_s\":%.1f}\n",
+                   copy_bps / 1e9, peak_bps / 1e9);
+      if (auto ok = pagoda::tools::gemv_cases(gpu, copy_bps, peak_bps, quick ? 10 : 50, gemv);
+          !ok) {
+        reason = "gemv: " + ok.error().message;
+      }
+    }
+  }
+  if (info.device_count > 0 && reason.empty() && !gemv_only) {
+    auto made = cuda::CudaBackend::create(BackendOptions{});
+    if (!made) {
+      reason = made.error().message;
+    } else {
+      cuda::CudaBackend& gpu = **made;
       const int iters = quick ? 5 : 20;
       const AttnShape shapes[] = {{"llama8b-like", 64, 2048, 32, 8, 128, 16},
                                   {"smollm2-like", 64, 2048, 9, 3, 64, 16},
@@ -390,7 +411,7 @@ int main(int argc, char** argv) {
   reason = cpu_matmul_only ? "" : "built without CUDA";
 #endif
   auto cpu = std::move(make_backend(BackendKind::kCpu)).value();
-  if (!cpu_matmul_only) {
+  if (!cpu_matmul_only && !gemv_only) {
     const AttnShape cpu_shapes[] = {{"llama8b-like", 8, 512, 32, 8, 128, 16},
                                     {"smollm2-like", 8, 512, 9, 3, 64, 16}};
     for (const AttnShape& s : cpu_shapes) {
@@ -399,10 +420,12 @@ int main(int argc, char** argv) {
     sampling.push_back(sampling_case(*cpu, 8, 49152, quick ? 2 : 5));
   }
   opt.seconds_budget = quick ? 0.1 : 0.5;
-  const pagoda::tools::CpuCeilings ceil = pagoda::tools::measure_ceilings(opt);
+  const pagoda::tools::CpuCeilings ceil =
+      gemv_only ? pagoda::tools::CpuCeilings{} : pagoda::tools::measure_ceilings(opt);
   const std::string ceilings = pagoda::tools::ceilings_json(ceil);
-  std::fprintf(stderr, "cpu ceilings: %s\n", ceilings.c_str());
-  if (llama1b) {
+  if (!gemv_only) std::fprintf(stderr, "cpu ceilings: %s\n", ceilings.c_str());
+  if (gemv_only) {
+  } else if (llama1b) {
     opt.rows_layout = false;
     pagoda::tools::llama1b_cases(llama_format, opt, ceil, cpu_matmul);
   } else {
@@ -417,6 +440,8 @@ int main(int argc, char** argv) {
   std::string out = "{\n  \"device\": \"" + escape(device) + "\",\n  \"note\": \"" +
                     escape(reason) +
                     "\",\n  \"peak_gb_per_s\": " + std::to_string(peak_bps / 1e9) +
+                    ",\n  \"copy_gb_per_s\": " + std::to_string(copy_bps / 1e9) +
+                    ",\n  \"gemv\": " + join(gemv) +
                     ",\n  \"attention\": " + join(attn) + ",\n  \"prefill\": " + join(prefill) +
                     ",\n  \"sampling\": " +
                     join(sampling) + ",\n  \"matmul\": " + join(matmul) +

@@ -72,6 +72,20 @@ def perf_lines(s):
                          "fraction_of_4_8_TBps": round(a["gb_per_s"] / 4800.0, 4)}
             lines.append("kernels  decode attn 64x2k part %-5d %8.1f us %7.0f GB/s" %
                          (a["partition"], a["us"], a["gb_per_s"]))
+    copy = bench.get("copy_gb_per_s") or 0
+    gemv = {}
+    for a in bench.get("gemv", []):
+        perf["gemv_%s_%dx%d_m%d" % (a["name"], a["N"], a["K"], a["M"])] = {
+            "path": a["path"], "us": a["us"], "gb_per_s": a["gb_per_s"],
+            "fraction_of_copy": a["fraction_of_copy"], "fraction_of_peak": a["fraction_of_peak"]}
+        gemv.setdefault((a["name"], a["N"], a["K"]), []).append(a)
+    if gemv:
+        perf["device_copy_gb_per_s"] = copy
+        lines.append("kernels  device copy %.0f GB/s (read + write); GEMV goal >= 0.85 of it" % copy)
+    for (name, n, k), rows in gemv.items():
+        lines.append("kernels  gemv %-8s %6dx%-5d %s" % (name, n, k, "  ".join(
+            "M%d%s %.0f GB/s %.2f" % (a["M"], " (cublas)" if a["path"] == "cublas" else "",
+                                      a["gb_per_s"], a["fraction_of_copy"]) for a in rows)))
     for a in bench.get("prefill", []):
         perf["prefill_attention_%s_ctx%d_q%d" % (a["kernel"], a["ctx"], a["q_len"])] = {
             "us": a["us"], "tflop_per_s": a["tflop_per_s"]}
@@ -155,9 +169,9 @@ def main():
         out.append("%-24s %-8s %5d  %s" % (name, p["status"], p.get("seconds", 0), detail[:160]))
     feats = s.get("features") or {}
     if feats:
-        out.append("features: graphs %s, split_k %s, prefill %s, async uploads %s%s" % (
+        out.append("features: graphs %s, split_k %s, prefill %s, async uploads %s, decode kernels %s%s" % (
             feats.get("graphs"), feats.get("split_k"), feats.get("prefill_kernel"),
-            feats.get("async_uploads"),
+            feats.get("async_uploads"), feats.get("decode_kernels"),
             "; OFF: " + " | ".join(feats["turned_off"]) if feats.get("turned_off") else ""))
     out.append("tests: %(passed)d passed, %(failed)d failed, %(skipped)d skipped" % s["tests"])
     out += lines

@@ -38,9 +38,13 @@
 #                 the bundle flagged (libs.json)
 #   cpu_smoke     pagoda generate on the tiny model (CPU backend), twice: equal
 #   op_tests      every CUDA kernel against its CPU twin (cuda_*_gpu_test
-#                 but the tiled prefill's, device_gpu_test; gtest XML); a
-#                 failed split-K case turns split-K off, a failed
-#                 cuda_async_upload_gpu_test the asynchronous uploads
+#                 but the tiled prefill's, device_gpu_test; gtest XML: the
+#                 decode GEMV and fused decode kernels in cuda_gemv_gpu_test
+#                 and cuda_decode_fusion_gpu_test, dequantize-on-load of every
+#                 block type in cuda_dequant_gpu_test); a failed split-K case
+#                 turns split-K off, a failed cuda_async_upload_gpu_test the
+#                 asynchronous uploads, a failed GEMV / fused-decode case the
+#                 decode kernels
 #   feat_prefill  cuda_prefill_attention_gpu_test: the tensor-core tiled
 #                 prefill kernel (failed: --cuda-prefill-kernel rowwise)
 #   feat_graphs   model_graph_gpu_test: CUDA graphs of decode steps against
@@ -55,6 +59,9 @@
 #                 the token ids must be equal (generate.json; failed:
 #                 cuda_generate_fallback, features off, likewise)
 #   perf_kernels  bench_kernels --quick (each case warmed up by 3 calls;
+#                 device-to-device copy bandwidth; the decode GEMV at
+#                 Llama-3-8B shapes, M = 1, 2, 4, 8 (16: cuBLAS), GB/s and
+#                 its fraction of the copy's (goal >= 0.85);
 #                 paged-decode bandwidth at 64 x 2k, Llama-3-8B heads;
 #                 prefill attention, tiled vs row kernel; sampling; cuBLAS
 #                 GEMMs) -> bench.json
@@ -71,13 +78,14 @@
 #                 category (GEMMs, attention, sampling, KV writes, other) and
 #                 the host gaps, per synchronisation window -> step_profile.json
 #                 (a separate run: the events slow the step a little)
-# CUDA step features (graphs, split-K, tiled prefill, async uploads): each
-# phase that shows one broken turns it off for every later phase, as flags
-# for pagoda and bench_engine (--cuda-graphs off, --cuda-split-k 0,
-# --cuda-prefill-kernel rowwise, --no-async-uploads) and as environment for
-# the GPU tests (PAGODA_CUDA_GRAPHS=off, PAGODA_CUDA_SPLIT_K=0,
-# PAGODA_CUDA_PREFILL_KERNEL=rowwise, PAGODA_CUDA_ASYNC_UPLOADS=off; see
-# gpu::step_feature_env); features.json (also in summary.json) says which
+# CUDA step features (graphs, split-K, tiled prefill, async uploads, decode
+# kernels): each phase that shows one broken turns it off for every later
+# phase, as flags for pagoda and bench_engine (--cuda-graphs off,
+# --cuda-split-k 0, --cuda-prefill-kernel rowwise, --no-async-uploads) and as
+# environment for the GPU tests (PAGODA_CUDA_GRAPHS=off, PAGODA_CUDA_SPLIT_K=0,
+# PAGODA_CUDA_PREFILL_KERNEL=rowwise, PAGODA_CUDA_ASYNC_UPLOADS=off; the
+# decode kernels only as PAGODA_CUDA_DECODE_KERNELS=off, which every program
+# honours through gpu::make_backend; see gpu::step_feature_env); features.json (also in summary.json) says which
 # are on and why any went off.
 # Without a GPU the CUDA phases print why they skip and the GPU tests skip
 # themselves. Exit status: 0 when no phase failed.
@@ -215,14 +223,15 @@ needs_gpu() {  # NAME: true when the phase may run
 }
 
 # ---- CUDA step features -------------------------------------------------------------
-FEAT_GRAPHS=on FEAT_SPLIT_K=512 FEAT_PREFILL=fa2 FEAT_ASYNC=on
+FEAT_GRAPHS=on FEAT_SPLIT_K=512 FEAT_PREFILL=fa2 FEAT_ASYNC=on FEAT_DECODE=on
 FEAT_WHY=""
 write_features() {
-  python3 - "$RES/features.json" "$FEAT_GRAPHS" "$FEAT_SPLIT_K" "$FEAT_PREFILL" "$FEAT_ASYNC" "$FEAT_WHY" <<'PY'
+  python3 - "$RES/features.json" "$FEAT_GRAPHS" "$FEAT_SPLIT_K" "$FEAT_PREFILL" "$FEAT_ASYNC" "$FEAT_DECODE" "$FEAT_WHY" <<'PY'
 import json, sys
-path, graphs, split_k, prefill, asyn, why = sys.argv[1:7]
+path, graphs, split_k, prefill, asyn, decode, why = sys.argv[1:8]
 json.dump({"graphs": graphs, "split_k": int(split_k), "prefill_kernel": prefill,
-           "async_uploads": asyn, "turned_off": [w for w in why.split("|") if w]},
+           "async_uploads": asyn, "decode_kernels": decode,
+           "turned_off": [w for w in why.split("|") if w]},
           open(path, "w"), indent=2)
 PY
 }
@@ -232,14 +241,15 @@ feature_off() {  # NAME REASON: off for every later phase
     split_k) [[ $FEAT_SPLIT_K == 0 ]] && return; FEAT_SPLIT_K=0; export PAGODA_CUDA_SPLIT_K=0 ;;
     prefill) [[ $FEAT_PREFILL == rowwise ]] && return; FEAT_PREFILL=rowwise; export PAGODA_CUDA_PREFILL_KERNEL=rowwise ;;
     async) [[ $FEAT_ASYNC == off ]] && return; FEAT_ASYNC=off; export PAGODA_CUDA_ASYNC_UPLOADS=off ;;
+    decode) [[ $FEAT_DECODE == off ]] && return; FEAT_DECODE=off; export PAGODA_CUDA_DECODE_KERNELS=off ;;
   esac
   say "CUDA step feature $1 OFF from now on: $2"
   FEAT_WHY="$FEAT_WHY|$1: $2"
-  export FEAT_GRAPHS FEAT_SPLIT_K FEAT_PREFILL FEAT_ASYNC
+  export FEAT_GRAPHS FEAT_SPLIT_K FEAT_PREFILL FEAT_ASYNC FEAT_DECODE
   write_features
 }
-all_features_off() { local f; for f in graphs split_k prefill async; do feature_off "$f" "$1"; done; }
-any_feature_on() { [[ $FEAT_GRAPHS == on || $FEAT_SPLIT_K != 0 || $FEAT_PREFILL == fa2 || $FEAT_ASYNC == on ]]; }
+all_features_off() { local f; for f in graphs split_k prefill async decode; do feature_off "$f" "$1"; done; }
+any_feature_on() { [[ $FEAT_GRAPHS == on || $FEAT_SPLIT_K != 0 || $FEAT_PREFILL == fa2 || $FEAT_ASYNC == on || $FEAT_DECODE == on ]]; }
 feature_flags() {  # the flags for pagoda and bench_engine
   echo "--cuda-graphs $FEAT_GRAPHS --cuda-split-k $FEAT_SPLIT_K --cuda-prefill-kernel $FEAT_PREFILL"
   [[ $FEAT_ASYNC == off ]] && echo "--no-async-uploads"
@@ -248,10 +258,11 @@ feature_flags() {  # the flags for pagoda and bench_engine
 # CMD... with every feature off (environment; flags come from feature_flags).
 features_off_env() {
   PAGODA_CUDA_GRAPHS=off PAGODA_CUDA_SPLIT_K=0 PAGODA_CUDA_PREFILL_KERNEL=rowwise \
-    PAGODA_CUDA_ASYNC_UPLOADS=off FEAT_GRAPHS=off FEAT_SPLIT_K=0 FEAT_PREFILL=rowwise \
-    FEAT_ASYNC=off "$@"
+    PAGODA_CUDA_ASYNC_UPLOADS=off PAGODA_CUDA_DECODE_KERNELS=off FEAT_GRAPHS=off \
+    FEAT_SPLIT_K=0 FEAT_PREFILL=rowwise FEAT_ASYNC=off FEAT_DECODE=off "$@"
 }
-# Which features failed cases of op_tests implicate (split-K cases, async uploads).
+# Which features failed cases of op_tests implicate (split-K cases, async
+# uploads, the decode GEMV / fused decode kernels).
 op_test_suspects() {
   python3 - "$RES/gtest" <<'PY'
 import glob, os, sys
@@ -271,10 +282,12 @@ for path in glob.glob(os.path.join(sys.argv[1], "op_tests.*.xml")):
             out.add("async")
         if "Split" in name or "Partition" in name:
             out.add("split_k")
+        elif prog in ("cuda_decode_fusion_gpu_test", "cuda_gemv_gpu_test"):
+            out.add("decode")
 print(" ".join(sorted(out)))
 PY
 }
-export FEAT_GRAPHS FEAT_SPLIT_K FEAT_PREFILL FEAT_ASYNC
+export FEAT_GRAPHS FEAT_SPLIT_K FEAT_PREFILL FEAT_ASYNC FEAT_DECODE
 write_features
 
 # ---- phases ---------------------------------------------------------------------------

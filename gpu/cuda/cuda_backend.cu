@@ -63,6 +63,7 @@ CudaBackend::CudaBackend(const BackendOptions& options)
     : limit_(options.memory_limit_bytes),
       async_uploads_(options.async_uploads),
       tiled_prefill_(options.tiled_prefill),
+      decode_kernels_(options.decode_kernels),
       tiled_min_rows_(std::max<int32_t>(options.tiled_prefill_min_rows, 1)) {}
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const BackendOptions& options) {
@@ -306,7 +307,71 @@ Result<void> CudaBackend::matmul(const MatmulParams& p) {
   auto scratch = ensure(matmul_scratch_, matmul_scratch_bytes(p));
   if (!scratch) return scratch.error();
   PAGODA_PROFILE(kGemm);
-  return run_matmul(p, cublas_, *scratch, stream_);
+  return run_matmul(p, cublas_, *scratch, stream_, decode_kernels_);
+}
+
+// ---- fused pairs of the decode path ------------------------------------------------
+
+void CudaBackend::rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) {
+  if (!decode_kernels_ || !rope_kv_fusable(r, w)) return Backend::rope_kv_write(r, w);
+  PAGODA_PROFILE(kKvWrite);
+  record(launch_rope_kv_write(r, w, stream_));
+}
+
+bool CudaBackend::bf16_fusable(const MatmulParams& mm, const float* out, int64_t rows,
+                               int64_t width) {
+  return mm.weight.format == WeightFormat::BF16 && mm.x == out && mm.m == rows && rows > 0 &&
+         mm.x_stride == width && mm.weight.k == width && mm.y != nullptr &&
+         mm.weight.data != nullptr;
+}
+
+Result<void> CudaBackend::rms_norm_matmul(const RmsNormParams& n, const MatmulParams& mm) {
+  if (!decode_kernels_ || !bf16_fusable(mm, n.out, n.num_tokens, n.hidden)) {
+    return Backend::rms_norm_matmul(n, mm);
+  }
+  auto xb = ensure(matmul_scratch_, matmul_scratch_bytes(mm));
+  if (!xb) return xb.error();
+  {
+    PAGODA_PROFILE(kOther);
+    record(launch_rms_norm(n, stream_, *xb));
+  }
+  PAGODA_PROFILE(kGemm);
+  return run_matmul_bf16(mm, *xb, cublas_, stream_);
+}
+
+Result<void> CudaBackend::silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) {
+  if (!decode_kernels_ || !bf16_fusable(mm, s.out, s.num_tokens, s.intermediate)) {
+    return Backend::silu_mul_matmul(s, mm);
+  }
+  auto xb = ensure(matmul_scratch_, matmul_scratch_bytes(mm));
+  if (!xb) return xb.error();
+  {
+    PAGODA_PROFILE(kOther);
+    record(launch_silu_mul(s, stream_, *xb));
+  }
+  PAGODA_PROFILE(kGemm);
+  return run_matmul_bf16(mm, *xb, cublas_, stream_);
+}
+
+Result<void> CudaBackend::paged_attention_matmul(const PagedAttentionParams& a,
+                                                 const MatmulParams& mm) {
+  const bool tiled = tiled_prefill_ && a.meta.max_query_len >= tiled_min_rows_ &&
+                     tiled_prefill_supported(a);
+  const int64_t width = int64_t{a.num_q_heads} * a.layout.head_dim;
+  if (!decode_kernels_ || tiled || !bf16_fusable(mm, a.out, a.meta.num_tokens, width)) {
+    return Backend::paged_attention_matmul(a, mm);
+  }
+  const int32_t partition = attention_partition_size(a, sm_count_);
+  auto scratch = ensure(attention_scratch_, attention_scratch_bytes(a, partition));
+  if (!scratch) return scratch.error();
+  auto xb = ensure(matmul_scratch_, matmul_scratch_bytes(mm));
+  if (!xb) return xb.error();
+  {
+    PAGODA_PROFILE(kAttention);
+    record(launch_paged_attention(a, partition, *scratch, stream_, 0, *xb));
+  }
+  PAGODA_PROFILE(kGemm);
+  return run_matmul_bf16(mm, *xb, cublas_, stream_);
 }
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(const BackendOptions& options) {

@@ -7,7 +7,8 @@
 // the backend and not counted against the cap.
 //
 // Step features (BackendOptions): async_uploads, tiled_prefill (the
-// FlashAttention-2 style kernel of prefill_attention.cu for long prompts) and
+// FlashAttention-2 style kernel of prefill_attention.cu for long prompts),
+// decode_kernels (the BF16 GEMV for M <= 8 and the fused decode pairs) and
 // capture()/replay() (CUDA graphs) can each be switched off by the caller.
 //
 // Ordering: everything runs on one non-blocking stream in issue order. Ops
@@ -98,6 +99,22 @@ class CudaBackend final : public Backend {
   void sample(const SamplingParams& p) override;
   Result<void> matmul(const MatmulParams& p) override;
 
+  // The decode path's fused pairs (results as the two ops in order):
+  // rope_kv_write is one kernel when the rope's k is the write's k (else the
+  // two launches); rms_norm_matmul / silu_mul_matmul with a BF16 weight whose
+  // x is the first op's out (packed rows) have the producer store its output
+  // in bf16 too, straight into the matmul's scratch, and the matmul (GEMV for
+  // M <= 8, else cuBLAS) reads that: no conversion kernel. Other weights,
+  // and BackendOptions::decode_kernels = false: the two ops in turn.
+  void rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w) override;
+  Result<void> rms_norm_matmul(const RmsNormParams& n, const MatmulParams& mm) override;
+  Result<void> silu_mul_matmul(const SiluMulParams& s, const MatmulParams& mm) override;
+  // Likewise for the o projection, when no row goes to the tiled prefill
+  // kernel (it writes fp32 only): both attention kernels (and the split-K
+  // merge) store the bf16 input as well.
+  Result<void> paged_attention_matmul(const PagedAttentionParams& a,
+                                      const MatmulParams& mm) override;
+
   // ---- CUDA only ------------------------------------------------------------------
   // Converts a host weight (any WeightFormat; host.data in host memory) to
   // `target` (BF16: dequantise to fp32, round to nearest even; F32: exact
@@ -126,6 +143,9 @@ class CudaBackend final : public Backend {
   void record(const Result<void>& r);
   Result<void> take_error();
   Result<void*> ensure(Scratch& s, size_t bytes);
+  // Whether mm (BF16) reads exactly the rows x producer writes [rows, width].
+  static bool bf16_fusable(const MatmulParams& mm, const float* out, int64_t rows,
+                           int64_t width);
   void free_scratch(Scratch& s) noexcept;
 
   int device_ = 0;
@@ -135,7 +155,7 @@ class CudaBackend final : public Backend {
   cublasContext* cublas_ = nullptr;
   Scratch cublas_workspace_, attention_scratch_, sampling_scratch_, matmul_scratch_;
   uint64_t limit_ = 0;
-  bool async_uploads_ = true, tiled_prefill_ = true;
+  bool async_uploads_ = true, tiled_prefill_ = true, decode_kernels_ = true;
   int32_t tiled_min_rows_ = 16;
   bool capturing_ = false;       // inside capture(): scratch must not move
   uint64_t scratch_epoch_ = 0;   // bumped whenever a scratch buffer is reallocated

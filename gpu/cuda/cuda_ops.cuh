@@ -22,11 +22,24 @@
 namespace pagoda::gpu::cuda {
 
 Result<void> launch_embedding(const EmbeddingParams& p, cudaStream_t stream);
-Result<void> launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);
-Result<void> launch_rope(const RopeParams& p, cudaStream_t stream);
-Result<void> launch_silu_mul(const SiluMulParams& p, cudaStream_t stream);
 Result<void> launch_kv_cache_write(const KvCacheWriteParams& p, cudaStream_t stream);
+Result<void> launch_rope(const RopeParams& p, cudaStream_t stream);
 Result<void> launch_copy_blocks(const CopyBlocksParams& p, cudaStream_t stream);
+
+// ---- the producers of the decode path, fused (see CudaBackend) -----------------
+// out_bf16 (nullable; [T, width] packed, width = hidden / intermediate) also
+// receives bf16(out) (round to nearest even): the matmul's input, so that
+// no separate conversion kernel runs. out itself is written as without it.
+Result<void> launch_rms_norm(const RmsNormParams& p, cudaStream_t stream,
+                             void* out_bf16 = nullptr);
+Result<void> launch_silu_mul(const SiluMulParams& p, cudaStream_t stream,
+                             void* out_bf16 = nullptr);
+// rope(r) then kv_cache_write(w) in one kernel (one CTA per token), with the
+// results of the two launches in order. Requires rope_kv_fusable(r, w); an
+// Error otherwise.
+bool rope_kv_fusable(const RopeParams& r, const KvCacheWriteParams& w);
+Result<void> launch_rope_kv_write(const RopeParams& r, const KvCacheWriteParams& w,
+                                  cudaStream_t stream);
 
 // ---- paged attention (paged_attention.cu) -------------------------------------
 // The partition size actually used: p.partition_size when >= 0, else a choice
@@ -40,10 +53,11 @@ size_t attention_scratch_bytes(const PagedAttentionParams& p, int32_t partition)
 // GQA group size. partition must come from attention_partition_size or be a
 // value >= 0 whose part count fits (checked: an Error otherwise).
 // skip_min_rows > 0: the rows of sequences with >= skip_min_rows query rows
-// are not touched (launch_tiled_prefill writes them).
+// are not touched (launch_tiled_prefill writes them). out_bf16 (nullable,
+// [T, Hq * D] like out) also receives bf16(out) of every row written.
 Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t partition,
                                     void* scratch, cudaStream_t stream,
-                                    int32_t skip_min_rows = 0);
+                                    int32_t skip_min_rows = 0, void* out_bf16 = nullptr);
 
 // ---- tiled prefill attention (prefill_attention.cu) ---------------------------
 // FlashAttention-2 style over the paged cache, for the sequences with >=
@@ -66,12 +80,29 @@ size_t sampling_scratch_bytes(const SamplingParams& p);
 Result<void> launch_sample(const SamplingParams& p, void* scratch, cudaStream_t stream);
 
 // ---- matmul (matmul.cu) ---------------------------------------------------------
-// Weight formats on the device: BF16 (x is rounded to bf16, cuBLAS GemmEx with
-// fp32 accumulation and fp32 output) and F32 (cuBLAS SGEMM, no TF32). Other
-// formats are an Error: prepare them first (CudaBackend::prepare_weight).
-// Scratch: x as bf16, [M, K] (0 bytes for F32 weights).
+// Weight formats on the device: BF16 (x is rounded to bf16, fp32
+// accumulation and fp32 output: the GEMV kernel for M <= 8 when gemv
+// supports the shape, else cuBLAS GemmEx) and F32 (cuBLAS SGEMM, no TF32).
+// Other formats are an Error: prepare them first (CudaBackend::prepare_weight).
+// Scratch: x as bf16, [M, K] (0 bytes for F32 weights). allow_gemv = false:
+// cuBLAS for every M (BackendOptions::decode_kernels off).
 size_t matmul_scratch_bytes(const MatmulParams& p);
 Result<void> run_matmul(const MatmulParams& p, cublasHandle_t handle, void* scratch,
-                        cudaStream_t stream);
+                        cudaStream_t stream, bool allow_gemv = true);
+// The same for a BF16 weight whose x is already bf16: xb [M, K] packed (p.x
+// and p.x_stride are not read).
+Result<void> run_matmul_bf16(const MatmulParams& p, const void* xb, cublasHandle_t handle,
+                             cudaStream_t stream);
+
+// ---- BF16 GEMV for M <= 8 (gemv.cu) -----------------------------------------------
+// nullptr when launch_gemv takes p with x at `x` (rows x_stride elements apart,
+// fp32 or bf16): BF16 weight, 1 <= M <= 8, K % 8 == 0, 16-byte aligned W,
+// x and x rows; else the reason it does not (the caller then uses cuBLAS).
+const char* gemv_unsupported(const MatmulParams& p, const void* x, int64_t x_stride,
+                             bool x_bf16);
+// y = x . W^T (+ bias) with the bf16-rounded x, fp32 accumulation (gemv.cu's
+// header has the layout). An Error, nothing launched, when unsupported.
+Result<void> launch_gemv(const MatmulParams& p, const void* x, int64_t x_stride, bool x_bf16,
+                         cudaStream_t stream);
 
 }  // namespace pagoda::gpu::cuda

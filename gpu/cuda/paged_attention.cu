@@ -19,9 +19,13 @@
 //  - all cache offsets are int64.
 // Split-K: partition p of a row covers keys [p*P, min((p+1)*P, kv_end)); it
 // writes its normalised partial output and lse = m + log2(s) (-inf when empty);
-// merge_kernel weights partials by 2^(lse_i - max lse). Per-row arithmetic does
-// not depend on the rest of the batch: results are bitwise batch-independent
-// for a fixed partition size.
+// merge_kernel weights partials by 2^(lse_i - max lse). A row with a single
+// partition (kv_end <= P) and a padding row skip that round trip: their part
+// 0 writes the output directly, as the unsplit kernel does (bitwise the
+// value the merge would give: o * 1 / 1), and merge_kernel leaves them alone;
+// it is not launched at all when no row can have two parts (max_context_len
+// <= P). Per-row arithmetic does not depend on the rest of the batch: results
+// are bitwise batch-independent for a fixed partition size.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -30,6 +34,7 @@
 #include "gpu/cuda/block_reduce.cuh"
 #include "gpu/cuda/cuda_check.cuh"
 #include "gpu/cuda/cuda_ops.cuh"
+#include "gpu/cuda/decode_plan.hpp"
 #include "gpu/cuda/device_vec.cuh"
 
 namespace pagoda::gpu::cuda {
@@ -47,6 +52,7 @@ struct AttnArgs {
   const float* q;  // [T, Hq, D] rows q_stride apart
   int64_t q_stride;
   float* out;      // [T, Hq, D]
+  __nv_bfloat16* out_bf16;  // [T, Hq, D] or nullptr: bf16(out) too (the o projection's input)
   const void* k_cache;
   const void* v_cache;
   KvCacheLayout layout;
@@ -87,10 +93,6 @@ __device__ RowInfo row_info(const AttentionMetadata& m, int32_t row, int32_t ski
   return RowInfo{lo, min(max(ctx - q_len + (row - q_begin) + 1, 0), ctx)};
 }
 
-__host__ __device__ inline int32_t num_parts(int32_t kv_end, int32_t partition) {
-  return kv_end <= 0 ? 1 : (kv_end + partition - 1) / partition;
-}
-
 // (m, s, acc) := merge of itself and (m2, s2, acc2).
 __device__ __forceinline__ void merge_state(float& m, float& s, float (&acc)[kVec], float m2,
                                             float s2, const float (&acc2)[kVec]) {
@@ -110,10 +112,11 @@ struct Smem {
   float s[kWarps][GP];
 };
 
-// Combines the warps' states of query head g of this CTA into its result.
+// Combines the warps' states of query head g of this CTA into its result:
+// the output itself when `direct`, else partial `part` for the merge.
 template <int D, int GP>
 __device__ void write_result(const AttnArgs& a, const Smem<D, GP>& sm, int32_t row,
-                             int32_t hq0, int32_t ng, int32_t part) {
+                             int32_t hq0, int32_t ng, int32_t part, bool direct) {
   for (int idx = threadIdx.x; idx < ng * D; idx += kThreads) {
     const int g = idx / D, d = idx % D;
     float mx = -INFINITY;
@@ -130,8 +133,9 @@ __device__ void write_result(const AttnArgs& a, const Smem<D, GP>& sm, int32_t r
     }
     const float res = sum > 0.0f ? o / sum : 0.0f;
     const int64_t head_row = int64_t{row} * a.num_q_heads + hq0 + g;
-    if (a.partition == 0) {
+    if (direct) {
       a.out[head_row * D + d] = res;
+      if (a.out_bf16 != nullptr) a.out_bf16[head_row * D + d] = __float2bfloat16_rn(res);
     } else {
       const int64_t slot = head_row * a.max_parts + part;
       a.partial_out[slot * D + d] = res;
@@ -156,17 +160,20 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const AttnArg
   const int32_t part = blockIdx.z;
   const RowInfo info = row_info(a.meta, row, a.skip_min_rows);
   if (info.seq == -2) return;
-  if (info.seq < 0) {  // padding row: 0 (split runs: merge_kernel writes the zeros)
-    if (a.partition == 0 && part == 0) {
+  if (info.seq < 0) {  // padding row: 0, written by part 0 (the merge skips it)
+    if (part == 0) {
       for (int idx = threadIdx.x; idx < ng * D; idx += kThreads) {
-        a.out[(int64_t{row} * a.num_q_heads + hq0) * D + idx] = 0.0f;
+        const int64_t at = (int64_t{row} * a.num_q_heads + hq0) * D + idx;
+        a.out[at] = 0.0f;
+        if (a.out_bf16 != nullptr) a.out_bf16[at] = __float2bfloat16_rn(0.0f);
       }
     }
     return;
   }
   int32_t lo = 0, hi = info.kv_end;
+  const bool direct = attention_writes_directly(info.kv_end, a.partition);
   if (a.partition > 0) {
-    if (part >= num_parts(info.kv_end, a.partition)) return;
+    if (part >= attention_num_parts(info.kv_end, a.partition)) return;
     lo = part * a.partition;
     hi = min(hi, lo + a.partition);
   }
@@ -264,18 +271,19 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(const AttnArg
     }
   }
   __syncthreads();
-  write_result<D, GP>(a, sm, row, hq0, ng, part);
+  write_result<D, GP>(a, sm, row, hq0, ng, part, direct);
 }
 
-// Split-K merge: one CTA per (row, q head).
+// Split-K merge: one CTA per (row, q head); only rows with >= 2 partitions
+// (the others were written directly by the attention kernel).
 __global__ void __launch_bounds__(kThreads) merge_kernel(const AttnArgs a) {
   const int32_t row = blockIdx.x, hq = blockIdx.y;
   const int32_t D = a.layout.head_dim;
   const int64_t head_row = int64_t{row} * a.num_q_heads + hq;
   float* out = a.out + head_row * D;
   const RowInfo info = row_info(a.meta, row, a.skip_min_rows);
-  if (info.seq == -2) return;
-  const int32_t n = info.seq < 0 ? 0 : num_parts(info.kv_end, a.partition);
+  if (info.seq < 0 || attention_writes_directly(info.kv_end, a.partition)) return;
+  const int32_t n = attention_num_parts(info.kv_end, a.partition);
   const float* lse = a.partial_lse + head_row * a.max_parts;
   float mx = -INFINITY;
   for (int32_t i = 0; i < n; ++i) mx = fmaxf(mx, lse[i]);
@@ -289,7 +297,9 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(const AttnArgs a) {
         o += w * a.partial_out[(head_row * a.max_parts + i) * D + d];
       }
     }
-    out[d] = wsum > 0.0f ? o / wsum : 0.0f;
+    const float res = wsum > 0.0f ? o / wsum : 0.0f;
+    out[d] = res;
+    if (a.out_bf16 != nullptr) a.out_bf16[head_row * D + d] = __float2bfloat16_rn(res);
   }
 }
 
@@ -363,7 +373,8 @@ size_t attention_scratch_bytes(const PagedAttentionParams& p, int32_t partition)
 }
 
 Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t partition,
-                                    void* scratch, cudaStream_t stream, int32_t skip_min_rows) {
+                                    void* scratch, cudaStream_t stream, int32_t skip_min_rows,
+                                    void* out_bf16) {
   if (p.meta.num_tokens <= 0) return {};
   PAGODA_CUDA_TRY(check_supported(p));
   const KvCacheLayout& L = p.layout;
@@ -371,6 +382,7 @@ Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t parti
   a.q = p.q;
   a.q_stride = p.q_stride;
   a.out = p.out;
+  a.out_bf16 = static_cast<__nv_bfloat16*>(out_bf16);
   a.k_cache = p.k_cache;
   a.v_cache = p.v_cache;
   a.layout = L;
@@ -406,7 +418,7 @@ Result<void> launch_paged_attention(const PagedAttentionParams& p, int32_t parti
     launch_dtype<__nv_bfloat16>(a, gp, grid, stream);
   }
   PAGODA_CUDA_TRY(check_launch("paged_attention"));
-  if (a.partition > 0) {
+  if (a.max_parts > 1) {  // else every row has one part and was written directly
     merge_kernel<<<dim3(unsigned(p.meta.num_tokens), unsigned(p.num_q_heads)), kThreads, 0,
                    stream>>>(a);
     PAGODA_CUDA_TRY(check_launch("paged_attention merge"));

@@ -2,7 +2,10 @@
 // gpu/ops.hpp): one CTA per token row. Each thread owns the same elements in
 // both passes, so out may alias x (each element is read before it is written,
 // by the same thread). The sum of squares is fp32 (per-thread partials, then a
-// deterministic block reduction).
+// deterministic block reduction). With out_bf16 (the fused rms_norm_matmul
+// of CudaBackend) each output is also stored as bf16 for the matmul.
+#include <cuda_bf16.h>
+
 #include "gpu/cuda/block_reduce.cuh"
 #include "gpu/cuda/cuda_check.cuh"
 #include "gpu/cuda/cuda_ops.cuh"
@@ -16,7 +19,8 @@ constexpr int kThreads = 256;
 // x and out may alias: no __restrict__ on them.
 __global__ void __launch_bounds__(kThreads)
 rms_norm_kernel(const float* x /*[T, H]*/, float* residual /*[T, H] or null*/,
-                const float* __restrict__ weight /*[H]*/, float* out /*[T, H]*/, int32_t hidden,
+                const float* __restrict__ weight /*[H]*/, float* out /*[T, H]*/,
+                __nv_bfloat16* __restrict__ out_bf16 /*[T, H] or null*/, int32_t hidden,
                 float eps) {
   __shared__ float smem[32];
   const int64_t row = int64_t{blockIdx.x} * hidden;
@@ -35,15 +39,20 @@ rms_norm_kernel(const float* x /*[T, H]*/, float* residual /*[T, H] or null*/,
   const float inv = 1.0f / sqrtf(ss / float(hidden) + eps);
   const float* src = rr != nullptr ? rr : xr;
   float* dst = out + row;
-  for (int32_t i = threadIdx.x; i < hidden; i += kThreads) dst[i] = (src[i] * inv) * weight[i];
+  __nv_bfloat16* dst16 = out_bf16 == nullptr ? nullptr : out_bf16 + row;
+  for (int32_t i = threadIdx.x; i < hidden; i += kThreads) {
+    const float v = (src[i] * inv) * weight[i];
+    dst[i] = v;
+    if (dst16 != nullptr) dst16[i] = __float2bfloat16_rn(v);
+  }
 }
 
 }  // namespace
 
-Result<void> launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
+Result<void> launch_rms_norm(const RmsNormParams& p, cudaStream_t stream, void* out_bf16) {
   if (p.num_tokens <= 0 || p.hidden <= 0) return {};
-  rms_norm_kernel<<<p.num_tokens, kThreads, 0, stream>>>(p.x, p.residual, p.weight, p.out,
-                                                         p.hidden, p.eps);
+  rms_norm_kernel<<<p.num_tokens, kThreads, 0, stream>>>(
+      p.x, p.residual, p.weight, p.out, static_cast<__nv_bfloat16*>(out_bf16), p.hidden, p.eps);
   return check_launch("rms_norm");
 }
 
