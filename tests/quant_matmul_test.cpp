@@ -10,7 +10,8 @@
 //    where F = γ(nb+5)·(Σ_j |d_w q_wj|·A_j + Σ_b |m_b|·Σ_{j∈b} A_j) + 2u|ref|
 //    bounds the fp32 work: rounding d_w·d_x, the block product or FMA, nb block
 //    additions, the 3-level horizontal sum of the AVX2 lanes, s = d·Σq and the
-//    final add.
+//    final add (Q2_K, Q3_K, Q6_K: γ(2nb+5), an FMA per 16-element half; m per
+//    half for Q2_K).
 //  - vs x̂·dequant(W)ᵀ ("tight"), x̂ = activations quantized here by the spec
 //    (d = amax/127, q = round-to-nearest-even(x·(1/d))): only F remains, with
 //    A_j = |x̂_j|. Any integer or layout slip shows up as O(1) errors here.
@@ -238,7 +239,10 @@ void check_against_references(const TestWeight& t, const std::vector<float>& x, 
                               const std::vector<float>& y, Check& c, const char* what) {
   const int64_t N = t.n, K = t.k;
   const std::vector<double> xq = spec_quantize(x);
-  const double g = gamma_n(static_cast<double>(K / 32 + 5));
+  // Q2_K, Q3_K, Q6_K accumulate twice per block (one FMA per 16-element half).
+  const bool halves = t.format == WeightFormat::Q2_K || t.format == WeightFormat::Q3_K ||
+                      t.format == WeightFormat::Q6_K;
+  const double g = gamma_n(static_cast<double>((halves ? 2 : 1) * K / 32 + 5));
   for (int64_t mi = 0; mi < M; ++mi) {
     for (int64_t n = 0; n < N; ++n) {
       double ref = 0, refq = 0, eq = 0, fa = 0, fq = 0;

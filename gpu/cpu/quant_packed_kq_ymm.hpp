@@ -99,36 +99,35 @@ PAGODA_SIMD inline void kmicro(const LinearWeight& w, int64_t u0, const ActBlock
       const int64_t u = u0 + i, h = u % 2;
       const uint8_t* t = base + ((u / 2) * nb + b) * T;
       const __m256 dw = load_h8(t + 16 * h);
-      const __m256i sc0 = load_s8x8(t + kSc + 8 * h), sc1 = load_s8x8(t + kSc + kH1 + 8 * h);
-      __m256 dm = _mm256_setzero_ps();
-      __m256i mn0 = _mm256_setzero_si256(), mn1 = _mm256_setzero_si256();
-      if constexpr (kMin) {
-        dm = load_h8(t + 32 + 16 * h);
-        mn0 = load_s8x8(t + kMn + 8 * h), mn1 = load_s8x8(t + kMn + kH1 + 8 * h);
-      }
+      const __m256 dm = kMin ? load_h8(t + 32 + 16 * h) : _mm256_setzero_ps();
+      // The exact fp32 scale products d·sc and dmin·mn, once per tile.
+      const __m256 d0 = _mm256_mul_ps(dw, _mm256_cvtepi32_ps(load_s8x8(t + kSc + 8 * h)));
+      const __m256 d1 = _mm256_mul_ps(dw, _mm256_cvtepi32_ps(load_s8x8(t + kSc + kH1 + 8 * h)));
+      const __m256 m0 = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(load_s8x8(t + kMn + 8 * h)));
+      const __m256 m1 = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(load_s8x8(t + kMn + kH1 + 8 * h)));
       __m256i v[8];
       kunpack<F>(t + packed_k_header(F) + 32 * h, v);
 #pragma GCC unroll 2
       for (int r = 0; r < MR; ++r) {
         const ActBlock& ab = a[r][b];
-        const int32_t s_lo = ab.sum_lo, s_hi = ab.sum - ab.sum_lo;
         __m256i plo, phi;
         kpartial<F>(v, ab, plo, phi);
-        if constexpr (kOff != 0) {
-          plo = _mm256_sub_epi32(plo, _mm256_set1_epi32(kOff * s_lo));
-          phi = _mm256_sub_epi32(phi, _mm256_set1_epi32(kOff * s_hi));
-        }
-        const __m256i I =
-            kH1 == 0 ? _mm256_mullo_epi32(sc0, _mm256_add_epi32(plo, phi))
-                     : _mm256_add_epi32(_mm256_mullo_epi32(sc0, plo), _mm256_mullo_epi32(sc1, phi));
         const __m256 ad = _mm256_set1_ps(ab.d);
-        acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, ad), _mm256_cvtepi32_ps(I), acc[i][r]);
-        if constexpr (kMin) {
-          const __m256i M =
-              kH1 == 0 ? _mm256_mullo_epi32(mn0, _mm256_set1_epi32(ab.sum))
-                       : _mm256_add_epi32(_mm256_mullo_epi32(mn0, _mm256_set1_epi32(s_lo)),
-                                          _mm256_mullo_epi32(mn1, _mm256_set1_epi32(s_hi)));
-          macc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(dm, ad), _mm256_cvtepi32_ps(M), macc[i][r]);
+        if constexpr (kH1 == 0) {  // Q4_K, Q5_K: one scale per 32 elements
+          acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, ad), _mm256_cvtepi32_ps(_mm256_add_epi32(plo, phi)), acc[i][r]);
+          macc[i][r] = _mm256_fmadd_ps(m0, _mm256_set1_ps(ab.s), macc[i][r]);
+        } else {
+          const int32_t s_lo = ab.sum_lo, s_hi = ab.sum - ab.sum_lo;
+          if constexpr (kOff != 0) {
+            plo = _mm256_sub_epi32(plo, _mm256_set1_epi32(kOff * s_lo));
+            phi = _mm256_sub_epi32(phi, _mm256_set1_epi32(kOff * s_hi));
+          }
+          acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, ad), _mm256_cvtepi32_ps(plo), acc[i][r]);
+          acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(d1, ad), _mm256_cvtepi32_ps(phi), acc[i][r]);
+          if constexpr (kMin) {
+            macc[i][r] = _mm256_fmadd_ps(m0, _mm256_set1_ps(ab.d * float(s_lo)), macc[i][r]);
+            macc[i][r] = _mm256_fmadd_ps(m1, _mm256_set1_ps(ab.d * float(s_hi)), macc[i][r]);
+          }
         }
       }
     }

@@ -99,37 +99,36 @@ PAGODA_SIMD inline void kmicro(const uint8_t* g, int64_t gstride, const ActBlock
     for (int i = 0; i < NG; ++i) {
       const uint8_t* t = g + i * gstride + b * T;
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)));
-      const __m512i sc0 = load_s8x16(t + kSc), sc1 = load_s8x16(t + kSc + kH1);
-      __m512 dm = _mm512_setzero_ps();
-      __m512i mn0 = _mm512_setzero_si512(), mn1 = _mm512_setzero_si512();
-      if constexpr (kMin) {
-        dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32)));
-        mn0 = load_s8x16(t + kMn), mn1 = load_s8x16(t + kMn + kH1);
-      }
+      const __m512 dm = kMin ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32)))
+                             : _mm512_setzero_ps();
+      // The exact fp32 scale products d·sc and dmin·mn, once per tile.
+      const __m512 d0 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(load_s8x16(t + kSc)));
+      const __m512 d1 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(load_s8x16(t + kSc + kH1)));
+      const __m512 m0 = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(load_s8x16(t + kMn)));
+      const __m512 m1 = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(load_s8x16(t + kMn + kH1)));
       __m512i v[8];
       kunpack<F>(t + packed_k_header(F), v);
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
         const ActBlock& ab = a[r][b];
-        const int32_t s_lo = ab.sum_lo, s_hi = ab.sum - ab.sum_lo;
         __m512i plo, phi;
         kpartial<F>(v, ab, plo, phi);
-        if constexpr (kOff != 0) {
-          plo = _mm512_sub_epi32(plo, _mm512_set1_epi32(kOff * s_lo));
-          phi = _mm512_sub_epi32(phi, _mm512_set1_epi32(kOff * s_hi));
-        }
-        // One scale per 32 elements (kH1 == 0): sc·(P_lo + P_hi), the same integer.
-        const __m512i I =
-            kH1 == 0 ? _mm512_mullo_epi32(sc0, _mm512_add_epi32(plo, phi))
-                     : _mm512_add_epi32(_mm512_mullo_epi32(sc0, plo), _mm512_mullo_epi32(sc1, phi));
         const __m512 ad = _mm512_set1_ps(ab.d);
-        acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, ad), _mm512_cvtepi32_ps(I), acc[i][r]);
-        if constexpr (kMin) {
-          const __m512i M =
-              kH1 == 0 ? _mm512_mullo_epi32(mn0, _mm512_set1_epi32(ab.sum))
-                       : _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(s_lo)),
-                                          _mm512_mullo_epi32(mn1, _mm512_set1_epi32(s_hi)));
-          macc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(dm, ad), _mm512_cvtepi32_ps(M), macc[i][r]);
+        if constexpr (kH1 == 0) {  // Q4_K, Q5_K: one scale per 32 elements
+          acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, ad), _mm512_cvtepi32_ps(_mm512_add_epi32(plo, phi)), acc[i][r]);
+          macc[i][r] = _mm512_fmadd_ps(m0, _mm512_set1_ps(ab.s), macc[i][r]);
+        } else {
+          const int32_t s_lo = ab.sum_lo, s_hi = ab.sum - ab.sum_lo;
+          if constexpr (kOff != 0) {
+            plo = _mm512_sub_epi32(plo, _mm512_set1_epi32(kOff * s_lo));
+            phi = _mm512_sub_epi32(phi, _mm512_set1_epi32(kOff * s_hi));
+          }
+          acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, ad), _mm512_cvtepi32_ps(plo), acc[i][r]);
+          acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d1, ad), _mm512_cvtepi32_ps(phi), acc[i][r]);
+          if constexpr (kMin) {
+            macc[i][r] = _mm512_fmadd_ps(m0, _mm512_set1_ps(ab.d * float(s_lo)), macc[i][r]);
+            macc[i][r] = _mm512_fmadd_ps(m1, _mm512_set1_ps(ab.d * float(s_hi)), macc[i][r]);
+          }
         }
       }
     }

@@ -88,7 +88,6 @@ float packed_kquant_dot(WeightFormat f, const uint8_t* tiles, int64_t nb, int r,
                         const ActBlock* a) {
   const int64_t T = packed_tile_bytes(f), sc_at = packed_k_scale_at(f), mn_at = packed_k_min_at(f);
   const int lo = packed_k_low_bits(f), hi = packed_k_high_bits(f), off = packed_k_offset(f);
-  const int h1 = packed_k_sub16(f) ? 16 : 0;  // the second half's scale / minimum
   float acc = 0.0f, macc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* t = tiles + b * T;
@@ -98,12 +97,20 @@ float packed_kquant_dot(WeightFormat f, const uint8_t* tiles, int64_t nb, int r,
       if (hi > 0) q |= get_bits(t, high_pos(f, r, j), hi) << lo;
       p[j / 16] += q * a[b].qs[j];
     }
+    const float dw = half_at(t + 2 * r), dm = packed_k_min(f) ? half_at(t + 32 + 2 * r) : 0.0f;
+    if (!packed_k_sub16(f)) {  // Q4_K, Q5_K: Q4_1's steps with the exact d·sc and dmin·mn
+      acc = std::fma(dw * float(s8(t, sc_at + r)) * a[b].d, float(p[0] + p[1]), acc);
+      macc = std::fma(dm * float(s8(t, mn_at + r)), a[b].s, macc);
+      continue;
+    }
     const int32_t s[2] = {a[b].sum_lo, a[b].sum - a[b].sum_lo};
-    const int32_t I = s8(t, sc_at + r) * (p[0] - off * s[0]) + s8(t, sc_at + h1 + r) * (p[1] - off * s[1]);
-    acc = std::fma(half_at(t + 2 * r) * a[b].d, float(I), acc);
+    for (int h = 0; h < 2; ++h) {
+      acc = std::fma(dw * float(s8(t, sc_at + 16 * h + r)) * a[b].d, float(p[h] - off * s[h]), acc);
+    }
     if (packed_k_min(f)) {
-      const int32_t M = s8(t, mn_at + r) * s[0] + s8(t, mn_at + h1 + r) * s[1];
-      macc = std::fma(half_at(t + 32 + 2 * r) * a[b].d, float(M), macc);
+      for (int h = 0; h < 2; ++h) {
+        macc = std::fma(dm * float(s8(t, mn_at + 16 * h + r)), a[b].d * float(s[h]), macc);
+      }
     }
   }
   return packed_k_min(f) ? acc - macc : acc;
