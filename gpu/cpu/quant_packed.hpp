@@ -98,14 +98,17 @@ constexpr int64_t packed_tile_bytes(WeightFormat f) {
 // +22%), Q5_K 416 B (352 B, +18%), Q6_K 448 B (420 B, +7%), Q3_K 256 B
 // (220 B, +16%), Q2_K 256 B (168 B, +52%: its 4-bit scales and minima
 // stored as int8 next to a per-tile d and dmin).
-// The math per tile, row and activation block (exact int32 up to the fp32
-// steps; P_lo / P_hi = Σ q·q_a over elements 0..15 / 16..31, S_lo / S_hi the
-// same sums of q_a alone):
-//   I = sc_lo·(P_lo − offset·S_lo) + sc_hi·(P_hi − offset·S_hi)
-//   acc = fma(fp32(d)·d_a, fp32(I), acc)
-//   minima: M = mn_lo·S_lo + mn_hi·S_hi;  macc = fma(fp32(dmin)·d_a, fp32(M), macc)
-// in block order; y = acc − macc (y = acc without minima). |I| < 2^24 and
-// |M| < 2^24, so both conversions are exact.
+// The math per tile, row and activation block a, in block order (P_lo /
+// P_hi = Σ q·q_a over elements 0..15 / 16..31, exact int32; S_lo / S_hi the
+// same sums of q_a alone, a.sum_lo and a.sum − a.sum_lo; dsc = fp32(d)·sc
+// and msc = fp32(dmin)·mn, exact: 11 × 8 significant bits at most):
+//   Q4_K, Q5_K:  acc = fma(dsc·d_a, fp32(P_lo + P_hi), acc);  macc = fma(msc, s_a, macc)
+//   Q2_K, Q3_K, Q6_K, for h = lo then hi:
+//                acc = fma(dsc_h·d_a, fp32(P_h − offset·S_h), acc)
+//                Q2_K: macc = fma(msc_h, fp32(d_a·S_h), macc)
+// then y = acc − macc (y = acc without minima). The conversions are exact
+// (|P| < 2^24). Error bounds: quant_matmul.hpp's, with twice the
+// accumulation steps for the 16-element sub-blocks.
 
 constexpr bool packed_kquant(WeightFormat f) {
   return f == WeightFormat::Q2_K || f == WeightFormat::Q3_K || f == WeightFormat::Q4_K ||

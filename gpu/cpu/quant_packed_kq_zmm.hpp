@@ -11,9 +11,9 @@
 //  - BW: vpmaddubsw (pairs <= 2·q_max·127) summed in int16 over 4 vectors
 //    (<= 31496 for Q5_K's q <= 31) or 2 (Q6_K's q <= 63: <= 32004), then
 //    vpmaddwd into int32;
-// then I and M in int32 (vpmulld with the int8 scales and minima widened by
-// vpmovsxbd), one convert each and the scalar kernel's fp32 steps in its
-// order, so every variant gives the scalar bits.
+// then the scalar kernel's fp32 steps in its order (the scale products d·sc
+// and dmin·mn once per tile, from the int8 scales widened by vpmovsxbd), so
+// every variant gives the scalar bits.
 
 // Bits FROM..FROM+W-1 of every byte moved to TO..TO+W-1, the rest zero (a
 // 16-bit shift of at most 7 keeps the kept bits inside their byte).
