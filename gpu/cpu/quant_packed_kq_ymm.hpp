@@ -43,7 +43,9 @@ PAGODA_SIMD inline void kunpack(const uint8_t* q, __m256i* v) {
 
 template <WeightFormat F>
 PAGODA_SIMD inline void kpartial(const __m256i* v, const ActBlock& a, __m256i& lo, __m256i& hi) {
-  lo = hi = _mm256_setzero_si256();
+  constexpr int kOff = packed_k_offset(F);  // Q3_K, Q6_K: P − offset·S from the start
+  lo = _mm256_set1_epi32(-kOff * a.sum_lo);
+  hi = _mm256_set1_epi32(-kOff * (a.sum - a.sum_lo));
 #if PAGODA_VNNI
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
@@ -82,7 +84,6 @@ PAGODA_SIMD inline void kmicro(const LinearWeight& w, int64_t u0, const ActBlock
   constexpr int64_t T = packed_tile_bytes(F), kSc = packed_k_scale_at(F), kMn = packed_k_min_at(F);
   constexpr int64_t kH1 = packed_k_sub16(F) ? 16 : 0;
   constexpr bool kMin = packed_k_min(F);
-  constexpr int kOff = packed_k_offset(F);
   const int64_t nb = w.k / kQuantBlock;
   const auto* base = static_cast<const uint8_t*>(w.data);
   __m256 acc[NU][MR], macc[NU][MR];
@@ -118,10 +119,6 @@ PAGODA_SIMD inline void kmicro(const LinearWeight& w, int64_t u0, const ActBlock
           macc[i][r] = _mm256_fmadd_ps(m0, _mm256_set1_ps(ab.s), macc[i][r]);
         } else {
           const int32_t s_lo = ab.sum_lo, s_hi = ab.sum - ab.sum_lo;
-          if constexpr (kOff != 0) {
-            plo = _mm256_sub_epi32(plo, _mm256_set1_epi32(kOff * s_lo));
-            phi = _mm256_sub_epi32(phi, _mm256_set1_epi32(kOff * s_hi));
-          }
           acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, ad), _mm256_cvtepi32_ps(plo), acc[i][r]);
           acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(d1, ad), _mm256_cvtepi32_ps(phi), acc[i][r]);
           if constexpr (kMin) {

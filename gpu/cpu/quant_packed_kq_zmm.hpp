@@ -48,10 +48,12 @@ PAGODA_SIMD inline void kunpack(const uint8_t* q, __m512i* v) {
   v[6] = kvec<F, 6>(x, h), v[7] = kvec<F, 7>(x, h);
 }
 
-// P_lo, P_hi: Σ q·q_a over elements 0..15 and 16..31, 16 rows (int32 lanes).
+// P_lo − offset·S_lo, P_hi − offset·S_hi (quant_packed.hpp), 16 rows (int32 lanes).
 template <WeightFormat F>
 PAGODA_SIMD inline void kpartial(const __m512i* v, const ActBlock& a, __m512i& lo, __m512i& hi) {
-  lo = hi = _mm512_setzero_si512();
+  constexpr int kOff = packed_k_offset(F);  // Q3_K, Q6_K: P − offset·S from the start
+  lo = _mm512_set1_epi32(-kOff * a.sum_lo);
+  hi = _mm512_set1_epi32(-kOff * (a.sum - a.sum_lo));
 #if PAGODA_VNNI
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
@@ -86,7 +88,6 @@ PAGODA_SIMD inline void kmicro(const uint8_t* g, int64_t gstride, const ActBlock
   constexpr int64_t T = packed_tile_bytes(F), kSc = packed_k_scale_at(F), kMn = packed_k_min_at(F);
   constexpr int64_t kH1 = packed_k_sub16(F) ? 16 : 0;
   constexpr bool kMin = packed_k_min(F);
-  constexpr int kOff = packed_k_offset(F);
   __m512 acc[NG][MR], macc[NG][MR];
 #pragma GCC unroll 4
   for (int i = 0; i < NG * MR; ++i) acc[i / MR][i % MR] = macc[i / MR][i % MR] = _mm512_setzero_ps();
@@ -119,10 +120,6 @@ PAGODA_SIMD inline void kmicro(const uint8_t* g, int64_t gstride, const ActBlock
           macc[i][r] = _mm512_fmadd_ps(m0, _mm512_set1_ps(ab.s), macc[i][r]);
         } else {
           const int32_t s_lo = ab.sum_lo, s_hi = ab.sum - ab.sum_lo;
-          if constexpr (kOff != 0) {
-            plo = _mm512_sub_epi32(plo, _mm512_set1_epi32(kOff * s_lo));
-            phi = _mm512_sub_epi32(phi, _mm512_set1_epi32(kOff * s_hi));
-          }
           acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, ad), _mm512_cvtepi32_ps(plo), acc[i][r]);
           acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d1, ad), _mm512_cvtepi32_ps(phi), acc[i][r]);
           if constexpr (kMin) {
