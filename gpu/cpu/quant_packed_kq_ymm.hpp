@@ -115,7 +115,8 @@ PAGODA_SIMD inline void kmicro(const LinearWeight& w, int64_t u0, const ActBlock
         kpartial<F>(v, ab, plo, phi);
         const __m256 ad = _mm256_set1_ps(ab.d);
         if constexpr (kH1 == 0) {  // Q4_K, Q5_K: one scale per 32 elements
-          acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, ad), _mm256_cvtepi32_ps(_mm256_add_epi32(plo, phi)), acc[i][r]);
+          const __m256 p = _mm256_cvtepi32_ps(_mm256_add_epi32(plo, phi));
+          acc[i][r] = _mm256_fmadd_ps(_mm256_mul_ps(d0, ad), p, acc[i][r]);
           macc[i][r] = _mm256_fmadd_ps(m0, _mm256_set1_ps(ab.s), macc[i][r]);
         } else {
           const int32_t s_lo = ab.sum_lo, s_hi = ab.sum - ab.sum_lo;

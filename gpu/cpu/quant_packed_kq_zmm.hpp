@@ -94,14 +94,17 @@ PAGODA_SIMD inline void kmicro(const uint8_t* g, int64_t gstride, const ActBlock
   for (int64_t b = 0; b < nb; ++b) {
     if (pf != nullptr) {
 #pragma GCC unroll 7
-      for (int64_t off = 0; off < T; off += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + b * T + off), _MM_HINT_T1);
+      for (int64_t off = 0; off < T; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf + b * T + off), _MM_HINT_T1);
+      }
     }
 #pragma GCC unroll 2
     for (int i = 0; i < NG; ++i) {
       const uint8_t* t = g + i * gstride + b * T;
       const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)));
-      const __m512 dm = kMin ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32)))
-                             : _mm512_setzero_ps();
+      const __m512 dm =
+          kMin ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32)))
+               : _mm512_setzero_ps();
       // The exact fp32 scale products d·sc and dmin·mn, once per tile.
       const __m512 d0 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(load_s8x16(t + kSc)));
       const __m512 d1 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(load_s8x16(t + kSc + kH1)));
@@ -116,7 +119,8 @@ PAGODA_SIMD inline void kmicro(const uint8_t* g, int64_t gstride, const ActBlock
         kpartial<F>(v, ab, plo, phi);
         const __m512 ad = _mm512_set1_ps(ab.d);
         if constexpr (kH1 == 0) {  // Q4_K, Q5_K: one scale per 32 elements
-          acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, ad), _mm512_cvtepi32_ps(_mm512_add_epi32(plo, phi)), acc[i][r]);
+          const __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(plo, phi));
+          acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, ad), p, acc[i][r]);
           macc[i][r] = _mm512_fmadd_ps(m0, _mm512_set1_ps(ab.s), macc[i][r]);
         } else {
           const int32_t s_lo = ab.sum_lo, s_hi = ab.sum - ab.sum_lo;
