@@ -139,4 +139,69 @@ void iq4_xs(const void* src, float* dst, int64_t nb) {
 
 }  // namespace dequant
 
+namespace {
+
+void q2_k_ints(const BlockQ2_K& b, KQuantInts& o) {
+  o.d = b.d, o.dmin = b.dmin;
+  for (int s = 0; s < 16; ++s) o.sc[s] = int8_t(b.scales[s] & 0xF), o.mn[s] = int8_t(b.scales[s] >> 4);
+  for (int e = 0; e < kSuperBlock; ++e) o.q[e] = uint8_t(two_bits(b.qs, e));
+}
+
+void q3_k_ints(const BlockQ3_K& b, KQuantInts& o) {
+  o.d = b.d, o.offset = 4;
+  for (int s = 0; s < 16; ++s) o.sc[s] = int8_t(q3_scale(b.scales, s));
+  for (int e = 0; e < kSuperBlock; ++e) {
+    o.q[e] = uint8_t(two_bits(b.qs, e) | (b.hmask[e % 32] >> (e / 32) & 1) << 2);
+  }
+}
+
+// Q4_K / Q5_K (qh: Q5_K's high bits, nullptr for Q4_K).
+void q45_k_ints(uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qs,
+                const uint8_t* qh, KQuantInts& o) {
+  o.d = d, o.dmin = dmin;
+  for (int s = 0; s < 8; ++s) {
+    int sc = 0, mn = 0;
+    scale_min_k4(scales, s, sc, mn);
+    o.sc[2 * s] = o.sc[2 * s + 1] = int8_t(sc);
+    o.mn[2 * s] = o.mn[2 * s + 1] = int8_t(mn);
+  }
+  for (int e = 0; e < kSuperBlock; ++e) {
+    const int hi = qh == nullptr ? 0 : (qh[e % 32] >> (e / 32) & 1) << 4;
+    o.q[e] = uint8_t(four_bits(qs, e) | hi);
+  }
+}
+
+void q6_k_ints(const BlockQ6_K& b, KQuantInts& o) {
+  o.d = b.d, o.offset = 32;
+  for (int s = 0; s < 16; ++s) o.sc[s] = b.scales[s];
+  for (int e = 0; e < kSuperBlock; ++e) {
+    const int h = e / 128, r = e % 128;
+    const int lo = b.ql[64 * h + r % 64] >> 4 * (r / 64) & 15;
+    const int hi = b.qh[32 * h + r % 32] >> 2 * (r / 32) & 3;
+    o.q[e] = uint8_t(lo | hi << 4);
+  }
+}
+
+}  // namespace
+
+void kquant_ints(WeightFormat f, const void* block, KQuantInts& out) {
+  out = KQuantInts{};
+  switch (f) {
+    case WeightFormat::Q2_K: q2_k_ints(load_block<BlockQ2_K>(block, 0), out); return;
+    case WeightFormat::Q3_K: q3_k_ints(load_block<BlockQ3_K>(block, 0), out); return;
+    case WeightFormat::Q4_K: {
+      const auto b = load_block<BlockQ4_K>(block, 0);
+      q45_k_ints(b.d, b.dmin, b.scales, b.qs, nullptr, out);
+      return;
+    }
+    case WeightFormat::Q5_K: {
+      const auto b = load_block<BlockQ5_K>(block, 0);
+      q45_k_ints(b.d, b.dmin, b.scales, b.qs, b.qh, out);
+      return;
+    }
+    case WeightFormat::Q6_K: q6_k_ints(load_block<BlockQ6_K>(block, 0), out); return;
+    default: return;
+  }
+}
+
 }  // namespace pagoda::gpu

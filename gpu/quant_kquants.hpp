@@ -93,4 +93,25 @@ static_assert(traits(WeightFormat::Q2_K).half_at[0] == offsetof(BlockQ2_K, d) &&
               traits(WeightFormat::Q5_K).half_at[1] == offsetof(BlockQ5_K, dmin) &&
               traits(WeightFormat::Q6_K).half_at[0] == offsetof(BlockQ6_K, d));
 
+// The integer fields of one K-quant super-block (Q2_K .. Q6_K), in the one
+// form every K-quant fits: element e (0..255) is
+//     x_e = (d·sc[e/16])·(q[e] − offset) − dmin·mn[e/16]
+// with q unsigned (Q2_K 0..3, Q3_K 0..7, Q4_K 0..15, Q5_K 0..31, Q6_K
+// 0..63), sc and mn per 16-element sub-block (Q4_K / Q5_K repeat their
+// 32-element sub-block's pair), offset 32 (Q6_K), 4 (Q3_K) or 0, and dmin
+// and mn zero for the types without minima (Q3_K, Q6_K). Ranges: sc in
+// [0, 63] (Q4_K, Q5_K), [0, 15] (Q2_K), [-32, 31] (Q3_K), [-128, 127]
+// (Q6_K); mn in [0, 63] or [0, 15]. The CPU's packed K-quant tiles are built
+// from it (gpu/cpu/quant_packed_kquants.cpp).
+struct KQuantInts {
+  uint16_t d = 0, dmin = 0;  // fp16 bits
+  int32_t offset = 0;
+  int8_t sc[16] = {}, mn[16] = {};
+  uint8_t q[256] = {};
+};
+
+// Decodes `block` (one super-block of format f, any alignment) into out.
+// Requires f in {Q2_K, Q3_K, Q4_K, Q5_K, Q6_K}.
+void kquant_ints(WeightFormat f, const void* block, KQuantInts& out);
+
 }  // namespace pagoda::gpu

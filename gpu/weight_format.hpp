@@ -12,8 +12,8 @@
 // The data must be aligned to at least 4 bytes for F32 and 2 bytes otherwise
 // (GGUF aligns tensors to 32 bytes). The CPU matmul runs F32, the packed
 // 16-bit layouts, Q8_0 / Q4_0 / Q4_1 and (packed only) Q5_0 / Q5_1 /
-// IQ4_NL / IQ4_XS; the loader converts the other formats at load
-// (model/llama_weights.cpp).
+// IQ4_NL / IQ4_XS / Q2_K..Q6_K: every supported format
+// (model/llama_weights.cpp converts what it cannot keep).
 // The CPU backend may instead hold a block-quantized weight in the
 // WeightLayout::kPacked16 layout (rows interleaved in groups of 16, see
 // gpu/cpu/quant_packed.hpp); only its quantized matmul reads that layout. LinearWeight never owns the bytes: the
@@ -187,8 +187,8 @@ inline std::string supported_format_names() {
 
 // How the rows of a LinearWeight lie in memory: kRows is the storage contract
 // above (the file's layout); kPacked16 is the CPU matmul's interleaved layout
-// of 16-row groups (gpu/cpu/quant_packed.hpp), for Q8_0 / Q4_0 / Q4_1 /
-// Q5_0 / Q5_1 / IQ4_NL / IQ4_XS only.
+// of 16-row groups (gpu/cpu/quant_packed.hpp), for the block-quantized
+// formats (Q8_0 .. Q6_K, IQ4_NL, IQ4_XS).
 enum class WeightLayout : uint8_t { kRows = 0, kPacked16 = 1 };
 
 // A view of W[N, K]; see the storage contract above.

@@ -531,7 +531,8 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
   if (w.requantized_tensors > 0) {
     std::fprintf(stderr,
                  "pagoda: %d tensors of type %s requantized to Q8_0 for the CPU kernels "
-                 "(native kernels for these types not built yet)\n",
+                 "(fused Q|K|V or gate|up groups of mixed block formats, or all the "
+                 "packed-only types with PAGODA_CPU_PACKED=0)\n",
                  w.requantized_tensors, ld.requantized_types().c_str());
   }
   auto norm = ld.norm(Role::kFinalNorm, 0, c.hidden_size);

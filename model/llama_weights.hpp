@@ -14,13 +14,14 @@
 // Precision:
 //  - kExact: every tensor is converted to fp32 at load (exact dequantisation);
 //    the CPU backend multiplies with OpenBLAS. The fidelity reference path.
-//  - kQuantized: GGUF Q8_0/Q4_0/Q4_1 linear weights stay in their blocks (int8
-//    activation kernels on the CPU); F32/F16/BF16 become fp32 (or the packed
-//    16-bit layout). The block formats without CPU kernels (Q5_0, Q5_1, the
-//    K-quants Q2_K..Q6_K, IQ4_NL, IQ4_XS) are requantized to Q8_0 at load,
-//    with one stderr line per model saying how many. When Q, K and V (or gate
-//    and up) do not share one block format, that fused group is stored fp32
-//    instead (Q8_0 when one of them lacks CPU kernels). On the CUDA backend
+//  - kQuantized: GGUF block-quantized linear weights stay in their blocks
+//    (int8 activation kernels on the CPU; Q5_0, Q5_1, IQ4_NL, IQ4_XS and the
+//    K-quants Q2_K..Q6_K repacked into the CPU's packed layout, kernels only
+//    there: with PAGODA_CPU_PACKED=0 they are requantized to Q8_0, one
+//    stderr line per model saying how many); F32/F16/BF16 become fp32 (or
+//    the packed 16-bit layout). When Q, K and V (or gate and up) do not
+//    share one block format, that fused group is stored fp32 instead (Q8_0
+//    when one of them lacks row-layout CPU kernels, e.g. Q4_K with Q6_K). On the CUDA backend
 //    kQuantized means BF16 weights (CudaBackend::prepare_weight dequantizes
 //    every format directly), kExact fp32.
 //

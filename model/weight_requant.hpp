@@ -1,7 +1,8 @@
-// weight_requant: the load-time conversion of block formats that the CPU
-// kernels lack (the K-quants Q2_K..Q6_K; Q5_0, Q5_1, IQ4_NL and IQ4_XS only
-// when PAGODA_CPU_PACKED=0, as their kernels read the packed layout) to
-// Q8_0, which the packed int8 CPU matmul runs. Used by the model loader
+// weight_requant: the load-time conversion to Q8_0 (which the int8 CPU
+// matmul runs in either layout) of block formats the CPU kernels cannot run
+// as loaded: Q5_0, Q5_1, IQ4_NL, IQ4_XS and the K-quants Q2_K..Q6_K when
+// PAGODA_CPU_PACKED=0 (their kernels read the packed layout only), and a
+// fused stack of mixed block formats where one lacks row-layout kernels. Used by the model loader
 // (model/llama_weights.cpp) for the CPU backend in quantized precision; the
 // CUDA backend and exact precision dequantize instead (no requantization).
 //
@@ -22,7 +23,7 @@ namespace pagoda::model {
 // Whether the CPU matmul runs format f as stored: F32, the 16-bit formats
 // (packed), the block formats with int8 kernels in both layouts
 // (Q8_0/Q4_0/Q4_1) and, when the loader packs (packed_layout_enabled), those
-// with packed kernels only (Q5_0/Q5_1/IQ4_NL/IQ4_XS).
+// with packed kernels only (Q5_0/Q5_1/IQ4_NL/IQ4_XS/Q2_K..Q6_K).
 bool cpu_runs_format(gpu::WeightFormat f);
 
 // The formats of cpu_runs_format whose kernels also read the file's row

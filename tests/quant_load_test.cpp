@@ -1,6 +1,6 @@
 // Loading the block formats without row-layout CPU int8 kernels (Q5_0, Q5_1,
-// IQ4_NL: packed kernels only; the K-quants, IQ4_XS: none) and computing
-// with them on the CPU backend:
+// IQ4_NL, IQ4_XS, the K-quants: packed kernels only) and computing with them
+// on the CPU backend:
 //  - the tiny HF Llama (tests/data/logits/tiny-llama) written as GGUF with
 //    its 2-D weights in Q5_0 / Q5_1 / IQ4_NL (tests/test_quantizers.hpp):
 //    the exact path (fp32 dequantization) against HF's logits, and the
@@ -11,18 +11,26 @@
 //    elsewhere, a mixed Q|K|V group and a tied quantized lm_head): both
 //    paths load, and the quantized one tracks the exact one;
 //  - the load summary: how many tensors were requantized, and none in exact
-//    mode.
+//    mode;
+//  - a K-quant layer as the loader places it (packed natively, or through
+//    its Q8_0 route, append_q8_0) against the exact product in double: the
+//    native form is the closer one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <random>
 #include <string>
 
 #include "llama_test_util.hpp"
 #include "model/llama_model.hpp"
 #include "gpu/cpu/quant_packed.hpp"
 #include "model/llama_weights.hpp"
+#include "model/weight_requant.hpp"
+#include "gpu/cpu/quant_matmul.hpp"
+#include "gpu/quant_format.hpp"
 #include "tiny_gguf_writer.hpp"
 
 namespace pagoda::model {
@@ -147,12 +155,63 @@ TEST(QuantLoad, KQuantSeedsLoadInBothPrecisionsAndAgree) {
     EXPECT_LE(l2, 0.05);
     EXPECT_LE(e, 0.2);
     // Without packing: q, k, v, o, gate, up, down and the tied lm_head.
-    // Packed: down (the 256-element type; IQ4_XS runs natively) and the
-    // mixed-format q|k|v stack (stack_rows makes it Q8_0); o, gate, up and
-    // lm_head run natively.
-    const int32_t native_down = std::string(t) == "iq4_xs" ? 1 : 0;
+    // Packed: only the mixed-format q|k|v stack (stack_rows makes it Q8_0);
+    // down (the 256-element type), o, gate, up and lm_head run natively.
     EXPECT_EQ(requantized(path, WeightPrecision::kQuantized),
-              gpu::cpu::packed_layout_enabled() ? 4 - native_down : 8);
+              gpu::cpu::packed_layout_enabled() ? 3 : 8);
+  }
+}
+
+// One K-quant layer W[N, K] (random blocks, finite fp16 scales) times x:
+// the loader's native form (pack_weight) and its Q8_0 route (append_q8_0,
+// then packed as Q8_0) against x·dequant(W)ᵀ in double. Both quantize the
+// activations to int8 alike; the Q8_0 route also rounds every weight to a
+// step of its 32-element block's max/127, so its error must be the larger
+// (measured: native 0.74-0.90 of the Q8_0 route's relative L2; the int8
+// activations' error is common to both).
+TEST(QuantLoad, KQuantLayersNativeCloserToExactThanQ8Route) {
+  const int64_t N = 96, K = 1024, M = 5;
+  std::mt19937 rng(12);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(size_t(M * K));
+  for (float& v : x) v = g(rng);
+  for (gpu::WeightFormat f : {gpu::WeightFormat::Q4_K, gpu::WeightFormat::Q6_K, gpu::WeightFormat::Q5_K,
+                              gpu::WeightFormat::Q3_K, gpu::WeightFormat::Q2_K}) {
+    SCOPED_TRACE(std::string(gpu::format_name(f)));
+    const gpu::WeightTypeTraits& tr = gpu::traits(f);
+    std::vector<uint8_t> raw(size_t(gpu::storage_bytes(f, N * K)));
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (uint8_t& b : raw) b = uint8_t(byte(rng));
+    for (size_t b = 0; b < raw.size(); b += size_t(tr.block_bytes)) {
+      for (int h = 0; h < tr.half_count; ++h) {
+        const uint16_t v = gpu::fp32_to_fp16(0.001f + 0.01f * float(byte(rng)) / 255.0f);
+        std::memcpy(&raw[b + tr.half_at[h]], &v, 2);
+      }
+    }
+    const gpu::LinearWeight rows{f, N, K, raw.data()};
+    std::vector<float> w(size_t(N * K));
+    gpu::dequantize_row(f, raw.data(), w.data(), N * K);
+    std::vector<uint8_t> native_bytes, q8_rows, q8_bytes;
+    auto native = gpu::cpu::pack_weight(rows, native_bytes);
+    append_q8_0(rows, q8_rows);
+    auto q8 = gpu::cpu::pack_weight({gpu::WeightFormat::Q8_0, N, K, q8_rows.data()}, q8_bytes);
+    ASSERT_TRUE(native.ok() && q8.ok());
+    std::vector<float> yn(size_t(M * N)), yq(size_t(M * N)), ref(size_t(M * N));
+    gpu::cpu::MatmulScratch scratch;
+    ASSERT_TRUE(gpu::cpu::matmul(*native, x.data(), yn.data(), M, scratch).ok());
+    ASSERT_TRUE(gpu::cpu::matmul(*q8, x.data(), yq.data(), M, scratch).ok());
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += double(x[size_t(m * K + k)]) * w[size_t(n * K + k)];
+        ref[size_t(m * N + n)] = float(s);
+      }
+    }
+    const double en = relative_l2(yn, ref), eq = relative_l2(yq, ref);
+    std::printf("[%s layer] relative L2 vs exact: native %.3g, Q8_0 route %.3g (ratio %.2f)\n",
+                gpu::format_name(f).data(), en, eq, en / eq);
+    EXPECT_LT(en, 0.95 * eq);
+    EXPECT_GT(en, 0.0);  // the activations really are quantized
   }
 }
 

@@ -10,7 +10,8 @@
 //    where F = γ(nb+5)·(Σ_j |d_w q_wj|·A_j + Σ_b |m_b|·Σ_{j∈b} A_j) + 2u|ref|
 //    bounds the fp32 work: rounding d_w·d_x, the block product or FMA, nb block
 //    additions, the 3-level horizontal sum of the AVX2 lanes, s = d·Σq and the
-//    final add.
+//    final add (Q2_K, Q3_K, Q6_K: γ(2nb+5), an FMA per 16-element half; m per
+//    half for Q2_K).
 //  - vs x̂·dequant(W)ᵀ ("tight"), x̂ = activations quantized here by the spec
 //    (d = amax/127, q = round-to-nearest-even(x·(1/d))): only F remains, with
 //    A_j = |x̂_j|. Any integer or layout slip shows up as O(1) errors here.
@@ -55,7 +56,7 @@ struct TestWeight {
   std::vector<uint8_t> raw;
   std::vector<double> w;      // [n*k] dequantized
   std::vector<double> scaled; // [n*k] d·q (the part multiplied by x's quants)
-  std::vector<double> m;      // [n*k/32] Q4_1 offsets, else 0
+  std::vector<double> m;      // [n*k/16] offsets per 16 elements (Q4_1, Q5_1, Q2_K, Q4_K, Q5_K), else 0
   std::vector<uint8_t> packed;  // raw in WeightLayout::kPacked16
   LinearWeight view(WeightLayout layout = WeightLayout::kRows) const {
     if (layout == WeightLayout::kPacked16) {
@@ -85,7 +86,7 @@ void decode_by_dequantizer(TestWeight& t, const uint8_t* p) {
   }
   float dq[32];
   dequantize_row(t.format, blk.data(), dq, 32);
-  t.m.push_back(mm);
+  t.m.insert(t.m.end(), 2, mm);
   for (int j = 0; j < 32; ++j) {
     t.scaled.push_back(dq[j]);
     t.w.push_back(double(dq[j]) + mm);
@@ -94,12 +95,12 @@ void decode_by_dequantizer(TestWeight& t, const uint8_t* p) {
 
 // IQ4_XS (256-element super-blocks, random 6-bit sub-block scales and grid
 // indices, a finite fp16 d of either sign), decoded by the dequantizer.
-TestWeight make_iq4_xs(int64_t n, int64_t k, std::mt19937& rng) {
+TestWeight make_iq4_xs(int64_t n, int64_t k, std::mt19937& rng, int fill) {
   TestWeight t{WeightFormat::IQ4_XS, n, k, {}, {}, {}, {}, {}};
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.00005f, 0.001f);
   t.raw.resize(size_t(n * k / 256 * 136));
-  for (auto& b : t.raw) b = uint8_t(byte(rng));
+  for (auto& b : t.raw) b = uint8_t(fill >= 0 ? fill : byte(rng));
   for (size_t b = 0; b < t.raw.size(); b += 136) {
     const uint16_t dh = fp32_to_fp16(scale(rng) * (byte(rng) < 128 ? -1.0f : 1.0f));
     t.raw[b] = dh & 0xFF, t.raw[b + 1] = dh >> 8;
@@ -108,7 +109,52 @@ TestWeight make_iq4_xs(int64_t n, int64_t k, std::mt19937& rng) {
   for (int64_t r = 0; r < n; ++r) {
     dequantize_row(t.format, t.raw.data() + r * (k / 256 * 136), row.data(), k);
     for (float v : row) t.scaled.push_back(v), t.w.push_back(v);
-    t.m.insert(t.m.end(), size_t(k / 32), 0.0);
+    t.m.insert(t.m.end(), size_t(k / 16), 0.0);
+  }
+  EXPECT_TRUE(pack_weight(t.view(), t.packed).ok());
+  return t;
+}
+
+bool is_kquant(WeightFormat f) {
+  return f == WeightFormat::Q2_K || f == WeightFormat::Q3_K || f == WeightFormat::Q4_K ||
+         f == WeightFormat::Q5_K || f == WeightFormat::Q6_K;
+}
+
+// A K-quant (random bytes, finite fp16 d and dmin of either sign), decoded by
+// the library's dequantizer twice per row: with dmin zeroed it gives the
+// scaled part (d·sc)·q, with d zeroed the minima −dmin·mn, both exact in
+// fp32 (at most 11 + 7 + 6 significant bits); w is their sum in double.
+TestWeight make_kquant(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng, int fill) {
+  TestWeight t{f, n, k, {}, {}, {}, {}, {}};
+  const WeightTypeTraits& tr = traits(f);
+  const int64_t bb = tr.block_bytes, row_bytes = k / 256 * bb;
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.0002f, 0.004f);
+  t.raw.resize(size_t(n * row_bytes));
+  for (auto& b : t.raw) b = uint8_t(fill >= 0 ? fill : byte(rng));
+  for (size_t b = 0; b < t.raw.size(); b += size_t(bb)) {
+    for (int h = 0; h < tr.half_count; ++h) {
+      const uint16_t v = fp32_to_fp16(scale(rng) * (byte(rng) < 128 ? -1.0f : 1.0f));
+      t.raw[b + tr.half_at[h]] = v & 0xFF, t.raw[b + tr.half_at[h] + 1] = v >> 8;
+    }
+  }
+  std::vector<uint8_t> part(static_cast<size_t>(row_bytes));
+  std::vector<float> scaled(static_cast<size_t>(k)), mins(static_cast<size_t>(k), 0.0f);
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* row = t.raw.data() + r * row_bytes;
+    for (int which = 0; which < tr.half_count; ++which) {  // 0: dmin zeroed, 1: d zeroed
+      part.assign(row, row + row_bytes);
+      for (int64_t b = 0; b < row_bytes; b += bb) {
+        const int z = tr.half_count == 1 ? -1 : tr.half_at[1 - which];
+        if (z >= 0) part[size_t(b + z)] = part[size_t(b + z + 1)] = 0;
+      }
+      dequantize_row(f, part.data(), which == 0 ? scaled.data() : mins.data(), k);
+    }
+    for (int64_t e = 0; e < k; ++e) {
+      t.scaled.push_back(scaled[size_t(e)]);
+      t.w.push_back(double(scaled[size_t(e)]) + double(mins[size_t(e)]));
+      if (e % 16 == 0) t.m.push_back(mins[size_t(e)]);
+    }
   }
   EXPECT_TRUE(pack_weight(t.view(), t.packed).ok());
   return t;
@@ -117,14 +163,17 @@ TestWeight make_iq4_xs(int64_t n, int64_t k, std::mt19937& rng) {
 // Whether a test shape's K suits the format (IQ4_XS: a multiple of 256).
 bool fits(WeightFormat f, int64_t k) { return k % block_elems(f) == 0; }
 
-TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) {
-  if (f == WeightFormat::IQ4_XS) return make_iq4_xs(n, k, rng);
+// fill >= 0: every byte but the scales is `fill` instead of random (0xFF:
+// the largest quants of the unsigned forms, for the int16 sums' limits).
+TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng, int fill = -1) {
+  if (f == WeightFormat::IQ4_XS) return make_iq4_xs(n, k, rng, fill);
+  if (is_kquant(f)) return make_kquant(f, n, k, rng, fill);
   TestWeight t{f, n, k, {}, {}, {}, {}, {}};
   const int64_t nb = n * k / 32, bsz = block_bytes(f);
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.002f, 0.03f), offset(-0.3f, 0.05f);
   t.raw.resize(static_cast<size_t>(nb * bsz));
-  for (auto& b : t.raw) b = static_cast<uint8_t>(byte(rng));
+  for (auto& b : t.raw) b = static_cast<uint8_t>(fill >= 0 ? fill : byte(rng));
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* p = t.raw.data() + b * bsz;
     // ggml's Q8_0/Q4_0 scales may be negative; Q4_1's d is >= 0.
@@ -137,7 +186,7 @@ TestWeight make_weight(WeightFormat f, int64_t n, int64_t k, std::mt19937& rng) 
       continue;
     }
     const double dd = half_value(dh), mm = f == WeightFormat::Q4_1 ? half_value(mh) : 0.0;
-    t.m.push_back(mm);
+    t.m.insert(t.m.end(), 2, mm);
     for (int j = 0; j < 32; ++j) {
       int q;
       if (f == WeightFormat::Q8_0) {
@@ -190,7 +239,10 @@ void check_against_references(const TestWeight& t, const std::vector<float>& x, 
                               const std::vector<float>& y, Check& c, const char* what) {
   const int64_t N = t.n, K = t.k;
   const std::vector<double> xq = spec_quantize(x);
-  const double g = gamma_n(static_cast<double>(K / 32 + 5));
+  // Q2_K, Q3_K, Q6_K accumulate twice per block (one FMA per 16-element half).
+  const bool halves = t.format == WeightFormat::Q2_K || t.format == WeightFormat::Q3_K ||
+                      t.format == WeightFormat::Q6_K;
+  const double g = gamma_n(static_cast<double>((halves ? 2 : 1) * K / 32 + 5));
   for (int64_t mi = 0; mi < M; ++mi) {
     for (int64_t n = 0; n < N; ++n) {
       double ref = 0, refq = 0, eq = 0, fa = 0, fq = 0;
@@ -199,7 +251,7 @@ void check_against_references(const TestWeight& t, const std::vector<float>& x, 
         double amax = 0;
         for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(double(xb[j])));
         const double half_step = amax < 1e-30 ? amax : 1.0001 * amax / 254;
-        double wabs = 0, sa = 0, sq = 0;
+        double wabs = 0, sa[2] = {0, 0}, sq[2] = {0, 0};  // per 16-element half
         for (int j = 0; j < 32; ++j) {
           const int64_t k = b * 32 + j;
           const double w = t.w[n * K + k], s = std::fabs(t.scaled[n * K + k]);
@@ -209,12 +261,13 @@ void check_against_references(const TestWeight& t, const std::vector<float>& x, 
           wabs += std::fabs(w);
           fa += s * (std::fabs(xv) + half_step);
           fq += s * std::fabs(xh);
-          sa += std::fabs(xv) + half_step;
-          sq += xh;
+          sa[j / 16] += std::fabs(xv) + half_step;
+          sq[j / 16] += xh;
         }
         eq += half_step * wabs;
-        fa += std::fabs(t.m[n * (K / 32) + b]) * sa;
-        fq += std::fabs(t.m[n * (K / 32) + b] * sq);
+        const double m0 = t.m[n * (K / 16) + 2 * b], m1 = t.m[n * (K / 16) + 2 * b + 1];
+        fa += std::fabs(m0) * sa[0] + std::fabs(m1) * sa[1];
+        fq += m0 == m1 ? std::fabs(m0 * (sq[0] + sq[1])) : std::fabs(m0 * sq[0]) + std::fabs(m1 * sq[1]);
       }
       const double got = y[mi * N + n];
       const double tol_true = eq + g * fa + 2 * kU * std::fabs(ref) + 1e-30;
@@ -243,10 +296,11 @@ struct Shape {
 const Shape kShapes[] = {{1, 1, 32},     {3, 7, 64},       {17, 33, 96},  {64, 67, 576},
                          {1, 1536, 576}, {17, 192, 1536}, {64, 576, 1536}, {3, 1536, 576},
                          {8, 40, 256},   {16, 33, 576},   {96, 50, 192},  {1, 70, 512},
-                         {4, 17, 768},   {64, 40, 256}};
+                         {4, 17, 768},   {64, 40, 256},   {135, 20, 256}};
 const WeightFormat kFormats[] = {WeightFormat::Q8_0, WeightFormat::Q4_0,   WeightFormat::Q4_1,
                                  WeightFormat::Q5_0, WeightFormat::Q5_1,   WeightFormat::IQ4_NL,
-                                 WeightFormat::IQ4_XS};
+                                 WeightFormat::IQ4_XS, WeightFormat::Q4_K, WeightFormat::Q6_K,
+                                 WeightFormat::Q5_K, WeightFormat::Q3_K, WeightFormat::Q2_K};
 
 std::vector<QuantIsa> isas() {
   std::vector<QuantIsa> v;
@@ -301,7 +355,8 @@ TEST_P(QuantVariant, EqualsScalarBitForBit) {
                           {5, 7, 160},   {7, 9, 192},    {9, 13, 576},   {1, 1536, 576},
                           {6, 192, 1536}, {1, 4099, 64}, {33, 67, 576},  {64, 576, 1536},
                           {8, 40, 64},   {16, 129, 256}, {70, 37, 96},  {135, 300, 64},
-                          {1, 1, 256},   {3, 17, 512},   {9, 70, 768},  {67, 33, 256}};
+                          {1, 1, 256},   {3, 17, 512},   {9, 70, 768},  {67, 33, 256},
+                          {135, 40, 256}, {4, 35, 512},  {1, 301, 512}, {17, 20, 256}};
   int64_t compared = 0;
   for (WeightFormat f : kFormats) {
     for (const Shape& s : shapes) {
@@ -349,7 +404,7 @@ TEST(QuantMatmul, ActivationQuantizersWriteTheScalarBytes) {
   std::vector<detail::ActBlock> want(static_cast<size_t>(blocks)), got(static_cast<size_t>(blocks));
   activation_quantizer(QuantIsa::Scalar)(x.data(), 5, 640, want.data());
   for (QuantIsa isa : isas()) {
-    std::fill(got.begin(), got.end(), detail::ActBlock{1, 2, 3, {}});
+    std::fill(got.begin(), got.end(), detail::ActBlock{1, 2, 3, 4, {}});
     activation_quantizer(isa)(x.data(), 5, 640, got.data());
     for (int64_t b = 0; b < blocks; ++b) {
       const detail::ActBlock &w = want[size_t(b)], &g = got[size_t(b)];
@@ -359,6 +414,7 @@ TEST(QuantMatmul, ActivationQuantizersWriteTheScalarBytes) {
       ASSERT_EQ(w.d, g.d) << name(isa) << " block " << b;
       ASSERT_EQ(w.s, g.s) << name(isa) << " block " << b;
       ASSERT_EQ(w.sum, g.sum) << name(isa) << " block " << b;
+      ASSERT_EQ(w.sum_lo, g.sum_lo) << name(isa) << " block " << b;
       for (int j = 0; j < 32; ++j) ASSERT_EQ(w.qs[j], g.qs[j]) << name(isa) << " " << b << "," << j;
     }
   }
@@ -394,6 +450,33 @@ TEST(QuantMatmul, ExtremeBlockScales) {
         check_against_references(t, x, 2, run_quant(t, x, 2, isa, pool, layout), c,
                                  format_name(f).data());
         if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// The largest quants (every bit set) against activations of one sign at
+// full scale: the int16 partial sums of the pmaddubsw variants at their
+// limits (Q6_K: 2·63·127 per pair), so a sum that saturates shows here, in
+// every variant, against the references and the scalar bits.
+TEST(QuantMatmul, LargestQuantsDoNotSaturate) {
+  ThreadPool pool(2);
+  std::mt19937 rng(8);
+  for (WeightFormat f : kFormats) {
+    const int64_t K = fits(f, 512) ? 512 : 256, M = 3;
+    const TestWeight t = make_weight(f, 37, K, rng, 0xFF);
+    std::vector<float> x(size_t(M * K), 1.0f);
+    for (int64_t j = K; j < 2 * K; ++j) x[size_t(j)] = -1.0f;
+    for (int64_t j = 2 * K; j < 3 * K; ++j) x[size_t(j)] = j % 2 ? 2.0f : -2.0f;
+    for (WeightLayout layout : kLayouts) {
+      if (layout == WeightLayout::kRows && packed_only(t.format)) continue;
+      const auto ys = run_quant(t, x, M, QuantIsa::Scalar, pool, layout);
+      for (QuantIsa isa : isas()) {
+        const auto yv = run_quant(t, x, M, isa, pool, layout);
+        Check c;
+        check_against_references(t, x, M, yv, c, format_name(f).data());
+        if (HasFatalFailure()) return;
+        ASSERT_EQ(ys, yv) << format_name(f) << " " << name(isa) << " " << layout_name(layout);
       }
     }
   }

@@ -7,7 +7,11 @@
 // broken format (garbage logits agree with nothing). Measured (CPU, AVX-512
 // VNNI, quantized / exact): Q4_1 247/256, Q6_K 246/248, Q4_K_M 231/232,
 // Q5_0 228/226, Q5_K_M 221/221, Q3_K_M 217/215, Q5_1 216/216, IQ4_XS 204/207,
-// IQ4_NL 203/205, Q2_K 185/181, Q2_K_pure 113/106.
+// IQ4_NL 203/205, Q2_K 185/181, Q2_K_pure 113/106 (K-quants then through
+// Q8_0). With native K-quant kernels (branch kq20, 2026-12-03; avx512vnni):
+// Q4_K_M 227/232, Q6_K 246/248, Q5_K_M 223/221, Q3_K_M 215/215, Q2_K_pure
+// 111/106; the Q8_0 route on the same machine (PAGODA_CPU_PACKED=0) Q4_K_M
+// 231, Q6_K 246.
 //
 // Set PAGODA_QUANT_VARIANTS to a ':'-separated list of .gguf paths; without
 // it every test skips and says so (CI never builds llama.cpp).

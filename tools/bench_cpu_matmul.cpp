@@ -169,7 +169,7 @@ struct PackedWeight {
 };
 
 PackedWeight make_packed(const char* name, WeightFormat f, int64_t N, int64_t K, uint64_t seed) {
-  const int64_t bsz = block_bytes(f), nb = N * K / 32;
+  const int64_t bsz = block_bytes(f), nb = N * K / block_elems(f);
   std::vector<uint8_t> raw(size_t(nb * bsz));
   uint64_t z = seed * 0x9E3779B97F4A7C15ull + 1;
   for (size_t i = 0; i + 8 <= raw.size(); i += 8) {  // splitmix64
@@ -180,9 +180,12 @@ PackedWeight make_packed(const char* name, WeightFormat f, int64_t N, int64_t K,
     v ^= v >> 31;
     std::memcpy(&raw[i], &v, 8);
   }
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint16_t d = fp32_to_fp16(0.002f + 0.028f * float(raw[size_t(b * bsz + 2)]) / 255.0f);
-    std::memcpy(&raw[size_t(b * bsz)], &d, 2);
+  const WeightTypeTraits& tr = traits(f);
+  for (int64_t b = 0; b < nb; ++b) {  // every fp16 field finite (K-quants: d, dmin)
+    for (int h = 0; h < tr.half_count; ++h) {
+      const uint16_t d = fp32_to_fp16(0.002f + 0.028f * float(raw[size_t(b * bsz + 2 + 2 * h)]) / 255.0f);
+      std::memcpy(&raw[size_t(b * bsz + tr.half_at[h])], &d, 2);
+    }
   }
   PackedWeight p{name, {}, {}};
   auto v = cpu::pack_weight(LinearWeight{f, N, K, raw.data()}, p.bytes);

@@ -18,14 +18,15 @@
 //    and each variant's measured int8 peak (tools/bench_cpu_matmul.hpp,
 //    tools/cpu_peaks.hpp), and the ratio to the avx2 variant. --llama1b:
 //    instead Llama-3.2-1B's shapes (Q4_0, or --format q8_0|q4_1|q5_0|q5_1|
-//    iq4_nl|iq4_xs) at M = 1, 4, 16, 32, 512 (or --m) in the packed layout, with the matmul time of a whole
+//    iq4_nl|iq4_xs|q2_k|q3_k|q4_k|q5_k|q6_k) at M = 1, 4, 16, 32, 512 (or --m) in the packed layout, with the matmul time of a whole
 //    decode step per M, on all threads and on one thread (CPU time; only
 //    that with --one-thread-only); --isa a,b limits the variants.
 // CUDA timings use events on the backend's stream (3 warm-up calls, then the
 // mean of N); CPU timings use steady_clock. Without a device only the CPU
 // part runs; builds without CUDA have only the CPU part.
 // Usage: bench_kernels [--json FILE] [--quick] [--cpu-matmul-only] [--gemv]
-//                      [--llama1b [--format q4_0|q8_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs] [--m 1,16,...] [--one-thread-only]]
+//                      [--llama1b [--format q4_0|q8_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|q2_k..q6_k]
+//                                 [--m 1,16,...] [--one-thread-only]]
 //                      [--isa NAME[,NAME...]]
 #if PAGODA_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -312,7 +313,9 @@ int main(int argc, char** argv) {
       const std::string name = argv[++i];
       llama_format = WeightFormat::Q4_0;
       for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_1, WeightFormat::Q5_0,
-                             WeightFormat::Q5_1, WeightFormat::IQ4_NL, WeightFormat::IQ4_XS}) {
+                             WeightFormat::Q5_1, WeightFormat::IQ4_NL, WeightFormat::IQ4_XS,
+                             WeightFormat::Q2_K, WeightFormat::Q3_K, WeightFormat::Q4_K,
+                             WeightFormat::Q5_K, WeightFormat::Q6_K}) {
         std::string lower(pagoda::gpu::format_name(f));
         for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
         if (name == lower) llama_format = f;

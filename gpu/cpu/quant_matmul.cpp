@@ -27,25 +27,27 @@ void quantize_block(const float* x, ActBlock& out) {
     amax = std::max(amax, std::fabs(x[j]));
   }
   if (!finite) {
-    out = ActBlock{std::nanf(""), std::nanf(""), 0, {}};
+    out = ActBlock{std::nanf(""), std::nanf(""), 0, 0, {}};
     return;
   }
   if (amax < kTinyBlock) {  // keeps d normal and 1/d finite
-    out = ActBlock{0.0f, 0.0f, 0, {}};
+    out = ActBlock{0.0f, 0.0f, 0, 0, {}};
     return;
   }
   const float d = amax / 127.0f;
   const float id = 1.0f / d;
-  int sum = 0;
+  int sum = 0, sum_lo = 0;
   for (int j = 0; j < kQuantBlock; ++j) {
     // |x·id| <= 127 up to one rounding; the clamp only guards that rounding.
     const float q = std::clamp(std::nearbyint(x[j] * id), -127.0f, 127.0f);
     out.qs[j] = static_cast<int8_t>(q);
     sum += out.qs[j];
+    if (j < 16) sum_lo += out.qs[j];
   }
   out.d = d;
   out.s = d * static_cast<float>(sum);
   out.sum = sum;
+  out.sum_lo = sum_lo;
 }
 
 // Weight quant j of a block as a signed integer (Q4_1: the unsigned nibble).
@@ -256,14 +258,19 @@ Result<void> matmul(const LinearWeight& w, const float* x, float* y, int64_t M,
     case WeightFormat::Q5_1:
     case WeightFormat::IQ4_NL:
     case WeightFormat::IQ4_XS:
+    case WeightFormat::Q2_K:  // and the K-quants: packed only
+    case WeightFormat::Q3_K:
+    case WeightFormat::Q4_K:
+    case WeightFormat::Q5_K:
+    case WeightFormat::Q6_K:
       return quant_matmul(w, x, y, M, scratch, best_quant_isa(), pool);
     case WeightFormat::F16:
     case WeightFormat::BF16:
       if (w.layout == WeightLayout::kPacked16) return half_matmul(w, x, y, M, best_quant_isa(), pool);
       break;
-    default:  // K-quants: no CPU kernel yet (the loader converts them)
+    default:
       return make_error("matmul: no CPU kernel for " + std::string(format_name(w.format)) +
-                        " weights (the loader converts them to Q8_0 or F32)");
+                        " weights");
   }
   return make_error("matmul: " + std::string(format_name(w.format)) +
                     " weights must be packed (pack_half_weight) or converted to F32 at load");

@@ -5,7 +5,7 @@
 //  - exact: W in F32 (dequantized/converted once at load with
 //    gpu::dequantize) -> gemm_f32 (OpenBLAS sgemm).
 //  - quantized: W in Q8_0 / Q4_0 / Q4_1 (or, packed, Q5_0 / Q5_1 / IQ4_NL /
-//    IQ4_XS: gpu/cpu/quant_packed.hpp) used in place. Each 32-element block
+//    IQ4_XS / Q2_K .. Q6_K: gpu/cpu/quant_packed.hpp) used in place. Each 32-element block
 //    of an x row is quantized to int8 with an fp32 scale d = amax/127 (and,
 //    for Q4_1, the fp32 block sum s = d·Σq); per block the integer dot
 //    product of the quants is exact and is scaled and accumulated in fp32:
@@ -48,9 +48,10 @@ struct ActBlock {
   float d;         // scale: amax/127 (0 for an all-zero block)
   float s;         // d · Σ qs, rounded to fp32 (used by Q4_1, Q5_1)
   int32_t sum;     // Σ qs (the packed kernels' integer offsets; 0 for a non-finite block)
+  int32_t sum_lo;  // Σ qs[0..15] (the packed K-quant kernels' 16-element sub-blocks)
   int8_t qs[32];   // round(x/d), in [-127, 127]
 };
-static_assert(sizeof(ActBlock) == 44);
+static_assert(sizeof(ActBlock) == 48);
 
 // Quantizes x[M, K] (K % 32 == 0) into out[M, K/32]: d = amax/127 and
 // q = round-to-nearest-even(x·(1/d)) in fp32. A block with amax < 1e-30 is
@@ -81,7 +82,7 @@ void quant_tile_avx512vnni(const LinearWeight& w, const ActBlock* act, float* y,
 
 }  // namespace detail
 
-// Reusable, grow-only storage for the quantized activations (40 bytes per 32
+// Reusable, grow-only storage for the quantized activations (48 bytes per 32
 // elements of x). Owned by the caller; one per calling thread.
 class MatmulScratch {
  public:
@@ -95,7 +96,7 @@ class MatmulScratch {
 };
 
 // Quantized path. Requires w.format in {Q8_0, Q4_0, Q4_1} (either layout)
-// or {Q5_0, Q5_1, IQ4_NL, IQ4_XS} (kPacked16 only: quant_packed.hpp), w.k % 32 == 0,
+// or {Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K..Q6_K} (kPacked16 only: quant_packed.hpp), w.k % 32 == 0,
 // x [M, w.k] and y [M, w.n] row-major, y not aliasing x; M >= 0. An Error
 // (nothing written) for another format or an unsupported isa.
 Result<void> quant_matmul(const LinearWeight& w, const float* x /*[M,K]*/,
@@ -118,7 +119,7 @@ Result<void> quant_matmul_quantized(const LinearWeight& w, const detail::ActBloc
                                     ThreadPool& pool = ThreadPool::global());
 
 // The entry point for every linear layer: F32 -> gemm_f32 (exact); Q8_0,
-// Q4_0, Q4_1 (and Q5_0, Q5_1, IQ4_NL, IQ4_XS packed) -> quant_matmul with the best isa; F16/BF16 packed by
+// Q4_0, Q4_1 (and Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K..Q6_K packed) -> quant_matmul with the best isa; F16/BF16 packed by
 // pack_half_weight -> half_matmul (gpu/cpu/half_matmul.hpp). F16/BF16 in the
 // row layout are an Error here (the loader converts them to F32).
 Result<void> matmul(const LinearWeight& w, const float* x /*[M,K]*/, float* y /*[M,N]*/,

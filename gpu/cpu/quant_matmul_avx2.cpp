@@ -64,11 +64,11 @@ PAGODA_SIMD void quantize_activations_avx2(const float* x, int64_t M, int64_t K,
     bool finite = true;
     const float amax = block_amax(xb, finite);
     if (!finite) {
-      o = ActBlock{std::nanf(""), std::nanf(""), 0, {}};
+      o = ActBlock{std::nanf(""), std::nanf(""), 0, 0, {}};
       continue;
     }
     if (amax < 1e-30f) {
-      o = ActBlock{0.0f, 0.0f, 0, {}};
+      o = ActBlock{0.0f, 0.0f, 0, 0, {}};
       continue;
     }
     const float d = amax / 127.0f;
@@ -93,6 +93,11 @@ PAGODA_SIMD void quantize_activations_avx2(const float* x, int64_t M, int64_t K,
     o.d = d;
     o.s = d * static_cast<float>(sum);
     o.sum = sum;
+    const __m256i l32 = _mm256_add_epi32(q[0], q[1]);  // elements 0..15
+    __m128i l = _mm_add_epi32(_mm256_castsi256_si128(l32), _mm256_extracti128_si256(l32, 1));
+    l = _mm_add_epi32(l, _mm_shuffle_epi32(l, 0x4E));
+    l = _mm_add_epi32(l, _mm_shuffle_epi32(l, 0xB1));
+    o.sum_lo = _mm_cvtsi128_si32(l);
   }
 }
 

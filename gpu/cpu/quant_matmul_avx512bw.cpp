@@ -162,12 +162,12 @@ PAGODA_SIMD void quantize_activations_avx512(const float* x, int64_t M, int64_t 
     const __mmask16 bad = _mm512_cmp_ps_mask(a0, inf, _CMP_NLT_UQ) |
                           _mm512_cmp_ps_mask(a1, inf, _CMP_NLT_UQ);  // inf or NaN
     if (bad != 0) {
-      o = ActBlock{std::nanf(""), std::nanf(""), 0, {}};
+      o = ActBlock{std::nanf(""), std::nanf(""), 0, 0, {}};
       continue;
     }
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
     if (amax < 1e-30f) {
-      o = ActBlock{0.0f, 0.0f, 0, {}};
+      o = ActBlock{0.0f, 0.0f, 0, 0, {}};
       continue;
     }
     const float d = amax / 127.0f;
@@ -183,6 +183,7 @@ PAGODA_SIMD void quantize_activations_avx512(const float* x, int64_t M, int64_t 
     o.d = d;
     o.s = d * static_cast<float>(sum);
     o.sum = sum;
+    o.sum_lo = _mm512_reduce_add_epi32(q0);
   }
 }
 

@@ -136,6 +136,10 @@ Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& ou
   }
   const int64_t nb = w.k / kQuantBlock;
   out.assign(size_t(packed_bytes(w.format, w.n, w.k)), 0);  // padding rows: all zero
+  if (packed_kquant(w.format)) {
+    detail::pack_kquant(w, out.data());
+    return LinearWeight{w.format, w.n, w.k, out.data(), WeightLayout::kPacked16};
+  }
   const auto* src = static_cast<const uint8_t*>(w.data);
   const int64_t bb = block_bytes(w.format);
   for (int64_t n = 0; n < w.n; ++n) {
@@ -163,6 +167,10 @@ void packed_tile_scalar(const LinearWeight& w, const ActBlock* act, float* y, in
     const ActBlock* a = act + m * nb;
     for (int64_t g = g0; g < g1; ++g) {
       for (int r = 0; r < kPackRows && g * kPackRows + r < w.n; ++r) {
+        if (packed_kquant(w.format)) {
+          y[m * w.n + g * kPackRows + r] = packed_kquant_dot(w.format, base + g * nb * T, nb, r, a);
+          continue;
+        }
         float acc = 0.0f, macc = 0.0f;
         for (int64_t b = 0; b < nb; ++b) {
           const uint8_t* tile = base + (g * nb + b) * T;

@@ -71,9 +71,83 @@ constexpr int64_t packed_tile_bytes(WeightFormat f) {
     case WeightFormat::Q5_0: return 32 + 5 * 64;
     case WeightFormat::Q5_1: return 64 + 5 * 64;
     case WeightFormat::Q8_0: return 32 + 8 * 64;
+    case WeightFormat::Q2_K:
+    case WeightFormat::Q3_K: return 256;
+    case WeightFormat::Q4_K: return 96 + 4 * 64;
+    case WeightFormat::Q5_K: return 96 + 5 * 64;
+    case WeightFormat::Q6_K: return 64 + 6 * 64;
     default: return 0;
   }
 }
+
+// ---- K-quant tiles (Q2_K .. Q6_K; gpu/cpu/quant_packed_kquants.cpp) ----
+// A tile holds 32 elements (sub-block b % 8 of super-block b / 8) of 16 rows
+// in the form of gpu::KQuantInts (gpu/quant_kquants.hpp):
+//   x = (d·sc)·(q − offset) − dmin·mn, sc and mn per 16 elements.
+// Header: fp16 d[16]; with minima (Q2_K, Q4_K, Q5_K) fp16 dmin[16]; then
+// int8 sc — per row one (Q4_K, Q5_K: 32-element sub-blocks) or two, lo[16]
+// for elements 0..15 then hi[16] (Q2_K, Q3_K, Q6_K) — and int8 mn likewise.
+// Quants, unsigned q in bit planes of 64-byte chunks (byte 4r + t of a chunk
+// belongs to row r and elements ≡ t mod 4; weight vector J = elements 4J + t):
+//  - low 4 bits (Q4_K, Q5_K, Q6_K): the nibble chunks of Q4_0 (chunk c: low
+//    nibble element 4c + t, high nibble element 16 + 4c + t);
+//  - low 2 bits (Q2_K, Q3_K): 2 chunks; chunk c bits 2k..2k+1: vector 4c + k;
+//  - then bit 4 (Q5_K) / bit 2 (Q3_K): one plane, bit J: vector J (Q5_0's);
+//  - then bits 4..5 (Q6_K): 2 chunks laid out as the low 2 bits.
+// Memory per 16×32 weights (file; Q8_0 route 544 B): Q4_K 352 B (288 B,
+// +22%), Q5_K 416 B (352 B, +18%), Q6_K 448 B (420 B, +7%), Q3_K 256 B
+// (220 B, +16%), Q2_K 256 B (168 B, +52%: its 4-bit scales and minima
+// stored as int8 next to a per-tile d and dmin).
+// The math per tile, row and activation block a, in block order (P_lo /
+// P_hi = Σ q·q_a over elements 0..15 / 16..31, exact int32; S_lo / S_hi the
+// same sums of q_a alone, a.sum_lo and a.sum − a.sum_lo; dsc = fp32(d)·sc
+// and msc = fp32(dmin)·mn, exact: 11 × 8 significant bits at most):
+//   Q4_K, Q5_K:  acc = fma(dsc·d_a, fp32(P_lo + P_hi), acc);  macc = fma(msc, s_a, macc)
+//   Q2_K, Q3_K, Q6_K, for h = lo then hi:
+//                acc = fma(dsc_h·d_a, fp32(P_h − offset·S_h), acc)
+//                Q2_K: macc = fma(msc_h, fp32(d_a·S_h), macc)
+// then y = acc − macc (y = acc without minima). The conversions are exact
+// (|P| < 2^24). Error bounds: quant_matmul.hpp's, with twice the
+// accumulation steps for the 16-element sub-blocks.
+
+constexpr bool packed_kquant(WeightFormat f) {
+  return f == WeightFormat::Q2_K || f == WeightFormat::Q3_K || f == WeightFormat::Q4_K ||
+         f == WeightFormat::Q5_K || f == WeightFormat::Q6_K;
+}
+// Whether the K-quant's scales are per 16 elements (two per tile row).
+constexpr bool packed_k_sub16(WeightFormat f) {
+  return f == WeightFormat::Q2_K || f == WeightFormat::Q3_K || f == WeightFormat::Q6_K;
+}
+constexpr bool packed_k_min(WeightFormat f) {
+  return f == WeightFormat::Q2_K || f == WeightFormat::Q4_K || f == WeightFormat::Q5_K;
+}
+constexpr int packed_k_low_bits(WeightFormat f) {
+  return f == WeightFormat::Q2_K || f == WeightFormat::Q3_K ? 2 : 4;
+}
+constexpr int packed_k_high_bits(WeightFormat f) {
+  return f == WeightFormat::Q6_K ? 2 : f == WeightFormat::Q3_K || f == WeightFormat::Q5_K ? 1 : 0;
+}
+constexpr int packed_k_offset(WeightFormat f) {
+  return f == WeightFormat::Q6_K ? 32 : f == WeightFormat::Q3_K ? 4 : 0;
+}
+// Header offsets: the int8 scales, the int8 minima.
+constexpr int64_t packed_k_scale_at(WeightFormat f) { return packed_k_min(f) ? 64 : 32; }
+constexpr int64_t packed_k_min_at(WeightFormat f) {
+  return packed_k_scale_at(f) + (packed_k_sub16(f) ? 32 : 16);
+}
+constexpr int64_t packed_k_header(WeightFormat f) {
+  return packed_k_min(f) ? packed_k_min_at(f) + (packed_k_sub16(f) ? 32 : 16)
+                         : packed_k_min_at(f);
+}
+// Where the high-bit planes start (after the low bits' chunks).
+constexpr int64_t packed_k_high_at(WeightFormat f) {
+  return packed_k_header(f) + 64 * packed_k_low_bits(f);
+}
+static_assert(packed_k_high_at(WeightFormat::Q6_K) + 128 == packed_tile_bytes(WeightFormat::Q6_K) &&
+              packed_k_high_at(WeightFormat::Q5_K) + 64 == packed_tile_bytes(WeightFormat::Q5_K) &&
+              packed_k_high_at(WeightFormat::Q3_K) + 64 == packed_tile_bytes(WeightFormat::Q3_K) &&
+              packed_k_high_at(WeightFormat::Q4_K) == packed_tile_bytes(WeightFormat::Q4_K) &&
+              packed_k_high_at(WeightFormat::Q2_K) == packed_tile_bytes(WeightFormat::Q2_K));
 
 // Whether a tile carries a Q5 high-bit plane (Q5_0, Q5_1).
 constexpr bool packed_five_bit(WeightFormat f) {
@@ -97,6 +171,7 @@ constexpr bool packed_f32_scales(WeightFormat f) { return f == WeightFormat::IQ4
 
 // Bytes before a tile's quants: the scales, and the offsets.
 constexpr int64_t packed_header_bytes(WeightFormat f) {
+  if (packed_kquant(f)) return packed_k_header(f);
   return packed_has_offset(f) || packed_f32_scales(f) ? 64 : 32;
 }
 
@@ -113,7 +188,7 @@ constexpr int64_t packed_bytes(WeightFormat f, int64_t n, int64_t k) {
 }
 
 // Packs a kRows weight (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: k % 32 == 0;
-// IQ4_XS: k % 256 == 0) into `out`
+// IQ4_XS, Q2_K .. Q6_K: k % 256 == 0) into `out`
 // (resized to packed_bytes) and returns the kPacked16 view of it (valid while
 // `out` lives and is not resized). An Error for another format or layout.
 Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& out);
@@ -158,6 +233,14 @@ void packed_tile_avx512vnni(const LinearWeight& w, const ActBlock* act, float* y
                             int64_t m1, int64_t g0, int64_t g1);
 
 PackedTileFn packed_tile_kernel(QuantIsa isa);
+
+// K-quants (quant_packed_kquants.cpp): packs the kRows K-quant weight w into
+// out (packed_bytes long, zeroed by the caller), and the scalar kernel's dot
+// product of row r of the group whose first tile is `tiles` (nb tiles) with
+// the activation row a [nb].
+void pack_kquant(const LinearWeight& w, uint8_t* out);
+float packed_kquant_dot(WeightFormat f, const uint8_t* tiles, int64_t nb, int r,
+                        const ActBlock* a);
 
 }  // namespace detail
 

@@ -181,6 +181,8 @@ PAGODA_SIMD inline void micro(const LinearWeight& w, int64_t u0, const ActBlock*
   }
 }
 
+#include "gpu/cpu/quant_packed_kq_ymm.hpp"
+
 // Stores unit u's 8 outputs for row m (only the rows < w.n).
 PAGODA_SIMD inline void store(const LinearWeight& w, float* y, int64_t m, int64_t u, __m256 v) {
   float* dst = y + m * w.n + u * 8;
@@ -204,7 +206,11 @@ PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int
                           ? static_cast<const uint8_t*>(w.data) + next * gstride
                           : nullptr;
   __m256 out[NU * MR];
-  micro<F, NU, MR>(w, u, a, out, pf);
+  if constexpr (packed_kquant(F)) {
+    kmicro<F, NU, MR>(w, u, a, out, pf);
+  } else {
+    micro<F, NU, MR>(w, u, a, out, pf);
+  }
   for (int i = 0; i < NU; ++i) {
     for (int r = 0; r < MR; ++r) store(w, y, m + r, u + i, out[i * MR + r]);
   }
@@ -246,6 +252,11 @@ PAGODA_SIMD inline void tile_any(const LinearWeight& w, const ActBlock* act, flo
     case WeightFormat::Q5_1: tile<WeightFormat::Q5_1>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::IQ4_NL: tile<WeightFormat::IQ4_NL>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::IQ4_XS: tile<WeightFormat::IQ4_XS>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q2_K: tile<WeightFormat::Q2_K>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q3_K: tile<WeightFormat::Q3_K>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q4_K: tile<WeightFormat::Q4_K>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q5_K: tile<WeightFormat::Q5_K>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q6_K: tile<WeightFormat::Q6_K>(w, act, y, m0, m1, g0, g1); return;
     default: return;
   }
 }

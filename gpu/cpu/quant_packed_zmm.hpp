@@ -210,6 +210,8 @@ PAGODA_SIMD inline void micro(const uint8_t* g, int64_t gstride, const ActBlock*
   }
 }
 
+#include "gpu/cpu/quant_packed_kq_zmm.hpp"
+
 // Stores the 16 outputs of group g for row m (masked for the last, partial group).
 PAGODA_SIMD inline void store(const LinearWeight& w, float* y, int64_t m, int64_t g, __m512 v) {
   float* dst = y + m * w.n + g * kPackRows;
@@ -230,7 +232,12 @@ PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int
   const auto* base = static_cast<const uint8_t*>(w.data);
   const bool pf = prefetch && (g + NG) * kPackRows < w.n;
   __m512 out[NG * MR];
-  micro<F, NG, MR>(base + g * gstride, gstride, a, nb, out, pf ? base + (g + NG) * gstride : nullptr);
+  const uint8_t* next = pf ? base + (g + NG) * gstride : nullptr;
+  if constexpr (packed_kquant(F)) {
+    kmicro<F, NG, MR>(base + g * gstride, gstride, a, nb, out, next);
+  } else {
+    micro<F, NG, MR>(base + g * gstride, gstride, a, nb, out, next);
+  }
   for (int i = 0; i < NG; ++i) {
     for (int r = 0; r < MR; ++r) store(w, y, m + r, g + i, out[i * MR + r]);
   }
@@ -280,6 +287,11 @@ PAGODA_SIMD inline void tile_any(const LinearWeight& w, const ActBlock* act, flo
     case WeightFormat::Q5_1: tile<WeightFormat::Q5_1>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::IQ4_NL: tile<WeightFormat::IQ4_NL>(w, act, y, m0, m1, g0, g1); return;
     case WeightFormat::IQ4_XS: tile<WeightFormat::IQ4_XS>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q2_K: tile<WeightFormat::Q2_K>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q3_K: tile<WeightFormat::Q3_K>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q4_K: tile<WeightFormat::Q4_K>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q5_K: tile<WeightFormat::Q5_K>(w, act, y, m0, m1, g0, g1); return;
+    case WeightFormat::Q6_K: tile<WeightFormat::Q6_K>(w, act, y, m0, m1, g0, g1); return;
     default: return;
   }
 }

@@ -1,0 +1,141 @@
+// The 512-bit body of the packed K-quant kernels (Q2_K .. Q6_K; layout and
+// math in gpu/cpu/quant_packed.hpp). NOT a normal header: included once by
+// quant_packed_zmm.hpp (inside a variant's anonymous namespace, after its
+// bcast4 and PAGODA_VNNI) and gives kmicro, micro's counterpart.
+//
+// Per tile: the unsigned q of weight vector J (elements 4J + t of the 16
+// rows) from the low-bit chunks and the high-bit planes, each part one
+// 16-bit shift and a byte mask (kbits); then per activation row the exact
+// P_lo / P_hi (elements 0..15 / 16..31):
+//  - VNNI: 4 vpdpbusd each;
+//  - BW: vpmaddubsw (pairs <= 2·q_max·127) summed in int16 over 4 vectors
+//    (<= 31496 for Q5_K's q <= 31) or 2 (Q6_K's q <= 63: <= 32004), then
+//    vpmaddwd into int32;
+// then the scalar kernel's fp32 steps in its order (the scale products d·sc
+// and dmin·mn once per tile, from the int8 scales widened by vpmovsxbd), so
+// every variant gives the scalar bits.
+
+// Bits FROM..FROM+W-1 of every byte moved to TO..TO+W-1, the rest zero (a
+// 16-bit shift of at most 7 keeps the kept bits inside their byte).
+template <int FROM, int TO, int W>
+PAGODA_SIMD inline __m512i kbits(__m512i x) {
+  const __m512i m = _mm512_set1_epi8(char(((1 << W) - 1) << TO));
+  if constexpr (FROM < TO) return _mm512_and_si512(_mm512_slli_epi16(x, TO - FROM), m);
+  if constexpr (FROM > TO) return _mm512_and_si512(_mm512_srli_epi16(x, FROM - TO), m);
+  if constexpr (FROM == TO) return _mm512_and_si512(x, m);
+}
+
+// Weight vector J from the low chunks x and the high planes h.
+template <WeightFormat F, int J>
+PAGODA_SIMD inline __m512i kvec(const __m512i* x, const __m512i* h) {
+  constexpr int kLo = packed_k_low_bits(F), kHi = packed_k_high_bits(F);
+  __m512i v = kLo == 4 ? kbits<4 * (J / 4), 0, 4>(x[J % 4]) : kbits<2 * (J % 4), 0, 2>(x[J / 4]);
+  if constexpr (kHi == 1) v = _mm512_or_si512(v, kbits<J, kLo, 1>(h[0]));
+  if constexpr (kHi == 2) v = _mm512_or_si512(v, kbits<2 * (J % 4), kLo, 2>(h[J / 4]));
+  return v;
+}
+
+template <WeightFormat F>
+PAGODA_SIMD inline void kunpack(const uint8_t* q, __m512i* v) {
+  constexpr int kLo = packed_k_low_bits(F), kHi = packed_k_high_bits(F);
+  __m512i x[4], h[2];
+#pragma GCC unroll 4
+  for (int c = 0; c < kLo; ++c) x[c] = _mm512_loadu_si512(q + 64 * c);
+#pragma GCC unroll 2
+  for (int c = 0; c < kHi; ++c) h[c] = _mm512_loadu_si512(q + 64 * kLo + 64 * c);
+  v[0] = kvec<F, 0>(x, h), v[1] = kvec<F, 1>(x, h), v[2] = kvec<F, 2>(x, h);
+  v[3] = kvec<F, 3>(x, h), v[4] = kvec<F, 4>(x, h), v[5] = kvec<F, 5>(x, h);
+  v[6] = kvec<F, 6>(x, h), v[7] = kvec<F, 7>(x, h);
+}
+
+// P_lo − offset·S_lo, P_hi − offset·S_hi (quant_packed.hpp), 16 rows (int32 lanes).
+template <WeightFormat F>
+PAGODA_SIMD inline void kpartial(const __m512i* v, const ActBlock& a, __m512i& lo, __m512i& hi) {
+  constexpr int kOff = packed_k_offset(F);  // Q3_K, Q6_K: P − offset·S from the start
+  lo = _mm512_set1_epi32(-kOff * a.sum_lo);
+  hi = _mm512_set1_epi32(-kOff * (a.sum - a.sum_lo));
+#if PAGODA_VNNI
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    lo = _mm512_dpbusd_epi32(lo, v[c], bcast4(a.qs + 4 * c));
+    hi = _mm512_dpbusd_epi32(hi, v[c + 4], bcast4(a.qs + 16 + 4 * c));
+  }
+#else
+  constexpr int kG = F == WeightFormat::Q6_K ? 2 : 4;  // vectors per int16 sum
+  const __m512i ones = _mm512_set1_epi16(1);
+#pragma GCC unroll 2
+  for (int c0 = 0; c0 < 4; c0 += kG) {
+    __m512i l16 = _mm512_setzero_si512(), h16 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = c0; c < c0 + kG; ++c) {
+      l16 = _mm512_add_epi16(l16, _mm512_maddubs_epi16(v[c], bcast4(a.qs + 4 * c)));
+      h16 = _mm512_add_epi16(h16, _mm512_maddubs_epi16(v[c + 4], bcast4(a.qs + 16 + 4 * c)));
+    }
+    lo = _mm512_add_epi32(lo, _mm512_madd_epi16(l16, ones));
+    hi = _mm512_add_epi32(hi, _mm512_madd_epi16(h16, ones));
+  }
+#endif
+}
+
+PAGODA_SIMD inline __m512i load_s8x16(const uint8_t* p) {
+  return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// micro's contract for the K-quants.
+template <WeightFormat F, int NG, int MR>
+PAGODA_SIMD inline void kmicro(const uint8_t* g, int64_t gstride, const ActBlock* const* a,
+                               int64_t nb, __m512* out, const uint8_t* pf) {
+  constexpr int64_t T = packed_tile_bytes(F), kSc = packed_k_scale_at(F), kMn = packed_k_min_at(F);
+  constexpr int64_t kH1 = packed_k_sub16(F) ? 16 : 0;
+  constexpr bool kMin = packed_k_min(F);
+  __m512 acc[NG][MR], macc[NG][MR];
+#pragma GCC unroll 4
+  for (int i = 0; i < NG * MR; ++i) acc[i / MR][i % MR] = macc[i / MR][i % MR] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    if (pf != nullptr) {
+#pragma GCC unroll 7
+      for (int64_t off = 0; off < T; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf + b * T + off), _MM_HINT_T1);
+      }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < NG; ++i) {
+      const uint8_t* t = g + i * gstride + b * T;
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)));
+      const __m512 dm =
+          kMin ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32)))
+               : _mm512_setzero_ps();
+      // The exact fp32 scale products d·sc and dmin·mn, once per tile.
+      const __m512 d0 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(load_s8x16(t + kSc)));
+      const __m512 d1 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(load_s8x16(t + kSc + kH1)));
+      const __m512 m0 = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(load_s8x16(t + kMn)));
+      const __m512 m1 = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(load_s8x16(t + kMn + kH1)));
+      __m512i v[8];
+      kunpack<F>(t + packed_k_header(F), v);
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r) {
+        const ActBlock& ab = a[r][b];
+        __m512i plo, phi;
+        kpartial<F>(v, ab, plo, phi);
+        const __m512 ad = _mm512_set1_ps(ab.d);
+        if constexpr (kH1 == 0) {  // Q4_K, Q5_K: one scale per 32 elements
+          const __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(plo, phi));
+          acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, ad), p, acc[i][r]);
+          macc[i][r] = _mm512_fmadd_ps(m0, _mm512_set1_ps(ab.s), macc[i][r]);
+        } else {
+          const int32_t s_lo = ab.sum_lo, s_hi = ab.sum - ab.sum_lo;
+          acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, ad), _mm512_cvtepi32_ps(plo), acc[i][r]);
+          acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d1, ad), _mm512_cvtepi32_ps(phi), acc[i][r]);
+          if constexpr (kMin) {
+            macc[i][r] = _mm512_fmadd_ps(m0, _mm512_set1_ps(ab.d * float(s_lo)), macc[i][r]);
+            macc[i][r] = _mm512_fmadd_ps(m1, _mm512_set1_ps(ab.d * float(s_hi)), macc[i][r]);
+          }
+        }
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < NG * MR; ++i) {
+    out[i] = kMin ? _mm512_sub_ps(acc[i / MR][i % MR], macc[i / MR][i % MR]) : acc[i / MR][i % MR];
+  }
+}
