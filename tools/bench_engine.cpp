@@ -9,6 +9,8 @@
 //                [--stream-warmup 0]
 //                [--cuda-graphs on|off] [--cuda-split-k N] [--cuda-prefill-kernel fa2|rowwise]
 //                [--no-async-uploads]   (the CUDA step features, as for serve/generate)
+//                [--no-async-scheduling]  (lockstep: plan step N+1 only after step N
+//                                          answered, as serve's --no-async-scheduling)
 //
 // Rows:
 //   load        : --prompts requests (std::mt19937 seed 42: prompt lengths
@@ -77,6 +79,7 @@ struct Args {
   std::vector<int32_t> streams = {1, 16, 64, 256};
   int32_t stream_prompt = 128, stream_tokens = 128, stream_warmup = 0;
   bool cuda_graphs = true, cuda_tiled_prefill = true, async_uploads = true;
+  bool async_scheduling = true;
   int32_t cuda_split_k = 512;
   bool row(const std::string& name) const { return ("," + rows + ",").find("," + name + ",") != std::string::npos; }
 };
@@ -93,8 +96,13 @@ Args parse(int argc, char** argv) {
   const char* home = std::getenv("HOME");
   a.model = std::string(home ? home : "") + "/.cache/pagoda/models/SmolLM2-135M-Instruct.Q4_1.gguf";
   for (int i = 1; i < argc; i += 2) {
-    if (std::string(argv[i]) == "--no-async-uploads") {  // the one flag without a value
+    if (std::string(argv[i]) == "--no-async-uploads") {  // the flags without a value
       a.async_uploads = false;
+      --i;
+      continue;
+    }
+    if (std::string(argv[i]) == "--no-async-scheduling") {
+      a.async_scheduling = false;
       --i;
       continue;
     }
@@ -171,6 +179,7 @@ EngineOptions base(const Args& a) {
   o.cuda_split_k = a.cuda_split_k;
   o.cuda_tiled_prefill = a.cuda_tiled_prefill;
   o.async_uploads = a.async_uploads;
+  o.async_scheduling = a.async_scheduling;
   return o;
 }
 
@@ -423,10 +432,11 @@ int main(int argc, char** argv) {
               "\"dummy_dtype\": \"%s\", \"precision\": \"quantized\", "
               "\"block_size\": %d, \"max_num_seqs\": 64, \"max_num_batched_tokens\": 512,\n"
               "  \"cuda_features\": {\"graphs\": %s, \"split_k\": %d, \"prefill_kernel\": \"%s\", "
-              "\"async_uploads\": %s},\n",
+              "\"async_uploads\": %s},\n  \"async_scheduling\": %s,\n",
               a.model.c_str(), a.backend.c_str(), a.load_format.c_str(), a.dummy_dtype.c_str(),
               a.block_size, a.cuda_graphs ? "true" : "false", a.cuda_split_k,
-              a.cuda_tiled_prefill ? "fa2" : "rowwise", a.async_uploads ? "true" : "false");
+              a.cuda_tiled_prefill ? "fa2" : "rowwise", a.async_uploads ? "true" : "false",
+              a.async_scheduling ? "true" : "false");
   if (a.row("streams")) streams_row(a);
   if (a.row("load")) load_row(a);
   std::fflush(stdout);

@@ -401,9 +401,14 @@ int main(int argc, char** argv) {
         if (auto ok = (*rowwise)->check(); !ok) reason = ok.error().message;
       }
       sampling.push_back(sampling_case(gpu, 64, 49152, iters));
-      for (int64_t M : {1, 64, 512}) {
-        matmul.push_back(matmul_case(gpu, M, 1536, 576, iters));
-        matmul.push_back(matmul_case(gpu, M, 4096, 4096, iters));
+      for (int64_t M : {1, 64, 512}) matmul.push_back(matmul_case(gpu, M, 1536, 576, iters));
+      // Llama-3-8B's projections (fused qkv, o, fused gate_up, down), M = 1 ... 256
+      // (M <= 8 takes the decode GEMV while it is on, as in a step).
+      for (auto [N, K] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096},
+                          {4096, 14336}}) {
+        for (int64_t M : {1, 8, 16, 32, 64, 128, 256}) {
+          matmul.push_back(matmul_case(gpu, M, N, K, iters));
+        }
       }
       if (auto ok = gpu.check(); !ok) reason = ok.error().message;
     }

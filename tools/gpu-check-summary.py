@@ -5,6 +5,7 @@
 
 Reads what the phases left in RESULTS_DIR (phases.jsonl, gtest/<phase>.<program>.xml,
 libs.json, features.json, cuda.json, generate.json, bench.json, engine.json,
+engine_lockstep.json, engine_1k.json,
 step_profile.json) and writes RESULTS_DIR/summary.json (everything, machine
 readable) and RESULTS_DIR/summary.txt (a compact table: one line per phase
 with its status, seconds and the one fact that matters, then the features,
@@ -91,6 +92,14 @@ def perf_lines(s):
             "us": a["us"], "tflop_per_s": a["tflop_per_s"]}
         lines.append("kernels  prefill %-8s ctx %-5d q %-4d %8.1f us %6.1f TFLOP/s" %
                      (a["kernel"], a["ctx"], a["q_len"], a["us"], a["tflop_per_s"]))
+    gemm = {}
+    for a in bench.get("matmul", []):
+        gemm.setdefault((a["N"], a["K"]), []).append(a)
+    for (n, k), rows in gemm.items():
+        perf["gemm_%dx%d" % (n, k)] = {str(a["M"]): {"us": a["us"], "tflop_per_s": a["tflop_per_s"]}
+                                       for a in rows}
+        lines.append("kernels  gemm %6dx%-5d TFLOP/s %s" % (n, k, "  ".join(
+            "M%d %.1f" % (a["M"], a["tflop_per_s"]) for a in rows)))
     engine = s.get("engine") or {}
     if "streams" in engine:
         perf["engine"] = {"model": engine.get("model"), "backend": engine.get("backend"),
@@ -100,6 +109,26 @@ def perf_lines(s):
                          (engine.get("backend", "?"), r["streams"], r["output_tokens_per_s"],
                           1e3 * r["itl_p50_s"], 1e3 * r["ttft_p50_s"],
                           "  (%d errors)" % r["errors"] if r.get("errors") else ""))
+    default_runs = {r["streams"]: r for r in engine.get("streams", {}).get("runs", [])}
+    lock = s.get("engine_lockstep") or {}
+    for r in lock.get("streams", {}).get("runs", []):
+        d = default_runs.get(r["streams"])
+        ratio = d["output_tokens_per_s"] / r["output_tokens_per_s"] if d and r["output_tokens_per_s"] else None
+        perf["lockstep_%d_streams" % r["streams"]] = {
+            "output_tokens_per_s": r["output_tokens_per_s"], "itl_p50_s": r["itl_p50_s"],
+            "default_over_lockstep": round(ratio, 4) if ratio else None}
+        lines.append("engine   lockstep %4d streams %9.1f tok/s  ITL p50 %7.2f ms  default/lockstep %s" %
+                     (r["streams"], r["output_tokens_per_s"], 1e3 * r["itl_p50_s"],
+                      "%.3f (goal >= 1)" % ratio if ratio else "-"))
+    ctx = s.get("engine_1k") or {}
+    for r in ctx.get("streams", {}).get("runs", []):
+        decode = r["streams"] / r["itl_p50_s"] if r.get("itl_p50_s") else 0.0
+        perf["context_1k_%d_streams" % r["streams"]] = {
+            "output_tokens_per_s": r["output_tokens_per_s"], "itl_p50_s": r["itl_p50_s"],
+            "decode_tokens_per_s_from_itl": round(decode, 1)}
+        lines.append("engine   1k ctx %4d streams: decode %9.1f tok/s from ITL p50 %.2f ms "
+                     "(goal >= 12000); with prefill %.1f tok/s" %
+                     (r["streams"], decode, 1e3 * r["itl_p50_s"], r["output_tokens_per_s"]))
     prof = s.get("step_profile") or {}
     if prof.get("windows"):
         w = prof["windows"]
@@ -152,6 +181,7 @@ def main():
     for key, name in (("libs", "libs.json"), ("features", "features.json"),
                       ("cuda_libs", "cuda.json"), ("generate", "generate.json"),
                       ("bench_kernels", "bench.json"), ("engine", "engine.json"),
+                      ("engine_lockstep", "engine_lockstep.json"), ("engine_1k", "engine_1k.json"),
                       ("step_profile", "step_profile.json")):
         s[key] = load(res, name)
     s["perf"], lines = perf_lines(s)

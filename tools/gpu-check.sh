@@ -63,8 +63,9 @@
 #                 Llama-3-8B shapes, M = 1, 2, 4, 8 (16: cuBLAS), GB/s and
 #                 its fraction of the copy's (goal >= 0.85);
 #                 paged-decode bandwidth at 64 x 2k, Llama-3-8B heads;
-#                 prefill attention, tiled vs row kernel; sampling; cuBLAS
-#                 GEMMs) -> bench.json
+#                 prefill attention, tiled vs row kernel; sampling; the
+#                 GEMMs of Llama-3-8B's projections at M = 1, 8, 16 ... 256)
+#                 -> bench.json
 #   perf_engine   bench_engine --rows streams, Llama-3-8B shape, dummy BF16
 #                 weights, 1/16/64/256 concurrent streams, each count first
 #                 warmed up untimed (--stream-warmup: lazy module loading,
@@ -72,6 +73,14 @@
 #                 ITL p50/p99 (without a GPU: the tiny shape on the CPU, 1
 #                 and 4 streams, to exercise the harness); failed on the GPU
 #                 with a feature on: perf_engine_fallback, every feature off
+#   perf_lockstep the perf_engine load at 1, 64 and 256 streams again with
+#                 --no-async-scheduling -> engine_lockstep.json; the summary
+#                 prints default / lockstep throughput and ITL per count
+#                 (overlap must never be slower than lockstep on the GPU)
+#   perf_context_1k  256 streams with 1024-token prompts, 64 new tokens each
+#                 (2 warm-up tokens) -> engine_1k.json; the summary prints
+#                 the decode rate from TPOT (256 / ITL p50, prefill
+#                 excluded; goal >= 12k tok/s)
 #   step_profile  the same engine at 64 streams, 32 new tokens (after a
 #                 warm-up, which the profile includes), with
 #                 PAGODA_CUDA_PROFILE (gpu/cuda/op_profile.cuh): GPU ms per op
@@ -388,10 +397,32 @@ perf_engine() {
   return $rc
 }
 
+# engine_run OUT_JSON ARGS...: bench_engine's streams row on the GPU, Llama-3-8B
+# shape, dummy BF16, the current feature flags; OUT_JSON is written whole or not.
+engine_run() {
+  local out=$1
+  shift
+  # shellcheck disable=SC2046
+  pg "$RUN/bin/bench_engine" --rows streams --backend cuda --load-format dummy \
+    --model "$CONFIGS/llama-3-8b" "$@" $(feature_flags) > "$out.tmp"
+  local rc=$?
+  mv "$out.tmp" "$out"
+  cat "$out"
+  return $rc
+}
+perf_lockstep() {
+  engine_run "$RES/engine_lockstep.json" --streams 1,64,256 --kv-blocks 4608 \
+    --stream-prompt 128 --stream-tokens 128 --stream-warmup "$WARMUP" --no-async-scheduling
+}
+perf_context_1k() {  # 256 x (1024 + 64) tokens: 17408 blocks of 16 (34 GiB of BF16 KV)
+  engine_run "$RES/engine_1k.json" --streams 256 --kv-blocks 18432 \
+    --stream-prompt 1024 --stream-tokens 64 --stream-warmup 2
+}
+
 # The phases run in child shells (under timeout): they get these.
 export BUNDLE RES RUN STREAMS WARMUP CUDA_LIBS HAVE_GPU NO_GPU_REASON TINY CONFIGS
 export -f pg unpack environment gen cpu_smoke gtests cuda_generate perf_engine feature_flags \
-  features_off_env
+  features_off_env engine_run perf_lockstep perf_context_1k
 
 step_profile() {
   # shellcheck disable=SC2046  # (graphs stay eager while profiling: every op is timed)
@@ -438,5 +469,7 @@ if [[ $LAST_STATUS == failed && $HAVE_GPU == 1 ]] && any_feature_on; then
   cp "$RES/engine.json" "$RES/engine_with_features.json" 2> /dev/null
   phase perf_engine_fallback 150 features_off_env perf_engine
 fi
+needs_gpu perf_context_1k && phase perf_context_1k 180 perf_context_1k
+needs_gpu perf_lockstep && phase perf_lockstep 200 perf_lockstep
 needs_gpu step_profile && phase step_profile 120 step_profile
 # The EXIT trap (finish) packs the results and prints the summary table.
