@@ -17,17 +17,23 @@
 // (llama.cpp quantizes activations to Q8_1/Q8_K blocks and keeps an f16 KV
 // cache; Pagoda's quantized path uses its own int8 activations, its exact
 // path none), and the gap is llama.cpp's as much as ours: our exact path is
-// as far from llama.cpp as our quantized one. Same file, quantized (exact):
+// as far from llama.cpp as our quantized one, and Q8_0 (near-lossless weights)
+// shows the same gap. Same file, quantized (exact):
 //   Q4_1   mean 0.094-0.101 (0.099), p99 0.41-0.43 (0.54), max 0.74-0.86 (1.18)
+//   Q8_0   mean 0.098-0.102 (0.098), p99 0.44-0.51 (0.51), max 0.73-0.93 (0.97)
 //   Q4_K_M mean 0.145-0.151 (0.132), p99 0.73-0.75 (0.64), max 1.27-1.33 (1.60)
 //   Q6_K   mean 0.133      (0.115), p99 0.59      (0.52), max 0.88-0.93 (0.81)
 //   Q3_K_M mean 0.145-0.155 (0.131), p99 0.73-0.77 (0.62), max 1.64-2.51 (1.41)
-//   greedy agreement 244-250/256, flips only where llama.cpp's margin <= 0.63.
-// A neighbouring quantization's golden (Pagoda on file A, llama.cpp on file
-// B: Q6_K/Q3_K_M, Q6_K/Q4_K_M, Q4_1/Q4_K_M, Q4_K_M/Q3_K_M), i.e. weights
-// handled as the wrong type at the scale of one quantization step, gives mean
-// 0.36-0.81, p99 1.65-3.86, max 3.0-9.4 and flips at margins 1.5-3.5. The
-// bounds sit between: mean 0.25, p99 1.2, max 3.0, tie margin 1.0 nats.
+//   IQ4_XS mean 0.125-0.129 (0.116), p99 0.51-0.57 (0.51), max 1.00-1.20 (1.33)
+//   greedy agreement 244-252/256, flips only where llama.cpp's margin <= 0.63.
+// Another file's golden (Pagoda on file A, llama.cpp on file B), i.e.
+// weights off by one 3-4-bit quantization step: Q6_K/Q3_K_M, Q6_K/Q4_K_M,
+// Q4_1/Q4_K_M, Q4_K_M/Q3_K_M, IQ4_XS/Q4_K_M give mean 0.36-0.83, p99
+// 1.65-3.86, max 3.0-9.4, flips at margins 1.5-3.5: all fail. The bounds sit
+// between: mean 0.25, p99 1.2, max 3.0, tie margin 1.0 nats. Not resolved:
+// differences below a 6-8-bit step (all variants are requantized from Q4_1):
+// Q8_0's golden on the Q6_K file passes (mean 0.18); on Q4_1 it fails only
+// by one flip (margin 1.47).
 //
 // The default model (Q4_1) is found like the other real-model tests
 // (PAGODA_MODEL or tools/fetch-model's path); the variants by file name in
@@ -247,7 +253,7 @@ TEST_P(LlamaCppFidelity, TeacherForcedGreedyAndTopLogprobs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SmolLM2, LlamaCppFidelity,
-                         ::testing::Values("Q4_1", "Q4_K_M", "Q6_K", "Q3_K_M"),
+                         ::testing::Values("Q4_1", "Q8_0", "Q4_K_M", "Q6_K", "Q3_K_M", "IQ4_XS"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
