@@ -27,6 +27,8 @@
 //    meaning), FCFS within a value. client: the key fair sharing counts
 //    service under (the request's `user`, else its address; empty: one
 //    anonymous client). Neither changes the output.
+//  - constraint, token_mask: structured output and per-token biases/bans
+//    (actors/output_constraint.hpp, issue 23).
 // A plain value; thread-safe to copy.
 #pragma once
 
@@ -35,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/output_constraint.hpp"
 #include "gpu/ops.hpp"
 #include "gpu/result.hpp"
 
@@ -62,6 +65,8 @@ struct SamplingOptions {
   bool early_stopping = true;
   int32_t priority = 0;
   std::string client;
+  OutputConstraint constraint;
+  TokenMaskOptions token_mask;
 
   // The seed of sample i (requires seed to hold a value): seed itself for
   // sample 0, a fixed mix of (seed, i) for the others.
