@@ -287,6 +287,10 @@ std::string Engine::model_name() const {
 
 int32_t Engine::vocab_size() const { return impl_->context->vocab_size; }
 
+std::string Engine::chat_template_source() const {
+  return impl_->context->chat_template ? impl_->context->chat_template->source() : std::string();
+}
+
 namespace {
 
 // Collects one request's stream for the blocking API. Beam search: the

@@ -70,6 +70,7 @@ class Engine : public EngineClient {
   // The model's name as the API reports it (the file or directory name).
   std::string model_name() const override;
   int32_t vocab_size() const override;
+  std::string chat_template_source() const override;
 
   const EngineOptions& options() const override;
   int32_t num_kv_blocks() const override;

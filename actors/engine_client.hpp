@@ -34,6 +34,10 @@ class EngineClient {
   // The engine's supervision state (a front end: serving; its nodes are
   // reported by engine_nodes()). Never blocks on actors.
   virtual EngineHealth health() { return {}; }
+  // The Jinja source of the chat template requests are rendered with
+  // (empty: the model has none). The front end reads it to pick a tool-call
+  // format (net/tool_format.hpp). Thread-safe.
+  virtual std::string chat_template_source() const { return {}; }
 
   // Blocking, over submit(): runs every prompt (concurrently) and returns in
   // order. Never call it from a RequestSink callback.

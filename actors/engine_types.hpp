@@ -74,15 +74,24 @@ struct EngineOptions : ExecutorOptions {
   std::function<bool(uint64_t nth_booking)> booking_fault_injector;
 };
 
+// One chat message as the chat template sees it. tool_calls_json: empty, or
+// a JSON array of {id, type, function: {name, arguments}} (arguments an
+// object when the client's string parsed as one) given to the template as
+// the message's "tool_calls"; tool_call_id and name: set when non-empty.
 struct ChatMessage {
   std::string role, content;
+  std::string tool_calls_json;
+  std::string tool_call_id;
+  std::string name;
 };
 
 // One request: prompt_ids when non-empty, else messages (chat template) when
-// non-empty, else prompt (tokenized with the model's BOS rule).
+// non-empty, else prompt (tokenized with the model's BOS rule). tools_json:
+// empty, or a JSON array of tool schemas the chat template sees as `tools`.
 struct GenerateRequest {
   std::string prompt;
   std::vector<ChatMessage> messages;
+  std::string tools_json;
   std::vector<int32_t> prompt_ids;
   SamplingOptions sampling;
 };

@@ -8,6 +8,7 @@
 
 #include "actors/messages.hpp"
 #include "model/incremental_decoder.hpp"
+#include "model/json_value.hpp"
 
 namespace pagoda::actors {
 
@@ -59,6 +60,27 @@ Result<std::string> context_detokenize(const RequestContext& ctx, const std::vec
   return ctx.tokenizer->decode(ids, false);
 }
 
+namespace {
+
+// One message as the template's dict: role, content, and the tool fields
+// that are set (tool_calls parsed from its JSON).
+Result<model::jinja::Value> chat_message_value(const ChatMessage& m) {
+  using model::jinja::Value;
+  model::jinja::Dict d;
+  d.set(Value::string("role"), Value::string(m.role));
+  d.set(Value::string("content"), Value::string(m.content));
+  if (!m.tool_calls_json.empty()) {
+    Result<Value> calls = model::parse_json(m.tool_calls_json);
+    if (!calls) return make_error("tool_calls: " + calls.error().message);
+    d.set(Value::string("tool_calls"), std::move(*calls));
+  }
+  if (!m.tool_call_id.empty()) d.set(Value::string("tool_call_id"), Value::string(m.tool_call_id));
+  if (!m.name.empty()) d.set(Value::string("name"), Value::string(m.name));
+  return Value::dict(std::move(d));
+}
+
+}  // namespace
+
 Result<std::vector<int32_t>> request_prompt_ids(const RequestContext& ctx, const GenerateRequest& r) {
   if (!r.prompt_ids.empty()) {
     for (int32_t id : r.prompt_ids) {
@@ -70,13 +92,17 @@ Result<std::vector<int32_t>> request_prompt_ids(const RequestContext& ctx, const
   if (!ctx.chat_template) return make_error("the model has no chat template");
   std::vector<model::jinja::Value> msgs;
   for (const ChatMessage& m : r.messages) {
-    model::jinja::Dict d;
-    d.set(model::jinja::Value::string("role"), model::jinja::Value::string(m.role));
-    d.set(model::jinja::Value::string("content"), model::jinja::Value::string(m.content));
-    msgs.push_back(model::jinja::Value::dict(std::move(d)));
+    Result<model::jinja::Value> msg = chat_message_value(m);
+    if (!msg) return msg.error();
+    msgs.push_back(std::move(*msg));
   }
   model::ChatRenderInput in;
   in.messages = model::jinja::Value::list(std::move(msgs));
+  if (!r.tools_json.empty()) {
+    Result<model::jinja::Value> tools = model::parse_json(r.tools_json);
+    if (!tools) return make_error("tools: " + tools.error().message);
+    in.tools = std::move(*tools);
+  }
   in.bos_token = ctx.bos_token;
   in.eos_token = ctx.eos_token;
   Result<std::string> text = ctx.chat_template->render(in);

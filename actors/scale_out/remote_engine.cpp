@@ -227,6 +227,10 @@ Result<std::string> RemoteEngine::detokenize(const std::vector<int32_t>& ids) co
 
 std::string RemoteEngine::model_name() const { return impl_->reference.model_name; }
 int32_t RemoteEngine::vocab_size() const { return impl_->context->vocab_size; }
+
+std::string RemoteEngine::chat_template_source() const {
+  return impl_->context->chat_template ? impl_->context->chat_template->source() : std::string();
+}
 const EngineOptions& RemoteEngine::options() const { return impl_->engine_options; }
 int32_t RemoteEngine::max_model_len() const { return impl_->reference.max_model_len; }
 

@@ -48,6 +48,7 @@ class RemoteEngine : public EngineClient {
   Result<std::string> detokenize(const std::vector<int32_t>& ids) const override;
   std::string model_name() const override;
   int32_t vocab_size() const override;
+  std::string chat_template_source() const override;
   const EngineOptions& options() const override;
   int32_t num_kv_blocks() const override;
   int32_t max_model_len() const override;
