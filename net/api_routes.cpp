@@ -1,5 +1,6 @@
 // The HTTP API routes (net/api_routes.hpp):
-//   POST /v1/completions, POST /v1/chat/completions   (openai_request/response, completion_stream)
+//   POST /v1/completions, POST /v1/chat/completions   (openai_request/response, completion_stream;
+//                                                      chat tools: tool_request, tool_prompt)
 //   GET  /v1/models, GET /v1/models/{id}
 //   POST /tokenize   {prompt | messages, add_special_tokens?, model?} -> {count, max_model_len, tokens}
 //   POST /detokenize {tokens, model?} -> {prompt}
@@ -29,6 +30,7 @@
 #include "net/metrics_text.hpp"
 #include "net/openai_request.hpp"
 #include "net/openai_response.hpp"
+#include "net/tool_prompt.hpp"
 
 namespace pagoda::net {
 namespace {
@@ -109,6 +111,10 @@ class ApiRoutes : public HttpHandler {
     if (parsed.error) return fail(*responder, *parsed.error);  // a bad body is a 400 even when busy
     if (auto e = overloaded()) return fail_429(*responder, *e);
     OpenAiRequest& req = parsed.request;
+    ToolPlan tools;
+    if (kind == ApiKind::chat) {
+      if (auto e = prepare_tools(server_tool_info(*context_), req, tools)) return fail(*responder, *e);
+    }
     if (auto e = resolve_prompt(*context_, req)) return fail(*responder, *e);
     StreamSettings settings;
     settings.stream = req.stream;
@@ -117,6 +123,7 @@ class ApiRoutes : public HttpHandler {
     settings.top_logprobs = req.top_logprobs;
     settings.n = req.generate.sampling.n;
     settings.beam = req.generate.sampling.beam_width > 0;
+    settings.tools = tools;
     const int32_t per_client = context_->options.max_requests_per_client;
     ClientLimits::Ticket ticket = context_->clients->acquire(request.client, per_client);
     if (!ticket) {
@@ -208,6 +215,7 @@ class ApiRoutes : public HttpHandler {
     });
     if (!e && !have_input) e = bad_request("prompt or messages is required", "prompt");
     if (e) return fail(responder, *e);
+    if (!server_tool_info(*context_).native) rewrite_tool_messages(req.messages, {});
     auto ids = context_->engine->tokenize(req);
     if (!ids) return fail(responder, bad_request(ids.error().message, req.messages.empty() ? "prompt" : "messages"));
     if (!add_special && req.messages.empty() && req.prompt_ids.empty()) strip_added_prefix(*ids);

@@ -34,6 +34,7 @@
 #include "net/api_routes.hpp"
 #include "net/cli.hpp"
 #include "net/http_server.hpp"
+#include "net/tool_format.hpp"
 
 namespace pagoda::net {
 namespace {
@@ -246,6 +247,12 @@ void add_server_options(CLI::App* cmd, ServeArgs* a) {
   cmd->add_flag("--public-metrics", a->server.public_metrics, "Serve /metrics without the API key");
   cmd->add_option("--web-root", a->server.web_root, "Static files served at / (default: <repo>/web)");
   cmd->add_option("--served-model-name", a->server.served_model_name, "Model id in the API");
+  cmd->add_option("--tool-call-parser", a->server.tool_call_parser,
+                  "Tool-call format of the model's answers: hermes, llama3_json or mistral "
+                  "(default: detected from the chat template)")
+      ->check([](const std::string& v) {
+        return v.empty() || parse_tool_format(v) ? std::string() : "must be hermes, llama3_json or mistral";
+      });
   cmd->add_option("--backend", a->backend, "auto, cpu or cuda");
   cmd->add_option("--precision", a->precision, "quantized (default: GGUF blocks, faster) or exact (fp32)")
       ->check(CLI::IsMember({"exact", "quantized"}));

@@ -29,6 +29,9 @@ CompletionStream::CompletionStream(std::shared_ptr<ServerContext> context, std::
     choices_[i].index = int32_t(i);
     choices_[i].has_logprobs = settings_.logprobs;
   }
+  if (settings_.tools.parse && settings_.stream && !settings_.beam) {
+    tool_streams_.assign(choices_.size(), ToolCallStream(settings_.tools.format));
+  }
 }
 
 std::string CompletionStream::finish_name(FinishReason reason, bool shutting_down) {
@@ -83,6 +86,7 @@ bool CompletionStream::on_token(const actors::TokenDelta& delta) {
     if (body_estimate_ > context_->options.max_response_bytes) return refuse_too_large();
     return !responder_->closed();
   }
+  if (!tool_streams_.empty()) return send_tool_deltas(delta, with_logprob);
   if (delta.text.empty() && !with_logprob) return !responder_->closed();
   ChoiceOut chunk;
   chunk.index = delta.index;
@@ -94,6 +98,25 @@ bool CompletionStream::on_token(const actors::TokenDelta& delta) {
     acc.text_offset += int32_t(chunk.logprobs.back().token.size());
   }
   return responder_->send_event(chunk_body(meta_, chunk, settings_.include_usage));
+}
+
+bool CompletionStream::send_tool_deltas(const actors::TokenDelta& delta, bool with_logprob) {
+  ChoiceOut& acc = choices_[size_t(delta.index)];
+  std::vector<ChoiceOut> pieces = tool_streams_[size_t(delta.index)].feed(delta.text);
+  if (pieces.empty() && with_logprob) pieces.emplace_back();
+  bool ok = !responder_->closed();
+  for (size_t i = 0; i < pieces.size() && ok; ++i) {
+    ChoiceOut& chunk = pieces[i];
+    chunk.index = delta.index;
+    chunk.has_logprobs = settings_.logprobs;
+    chunk.text_offset = acc.text_offset;
+    if (i == 0 && with_logprob) {
+      chunk.logprobs.push_back(token_logprob(delta));
+      acc.text_offset += int32_t(chunk.logprobs.back().token.size());
+    }
+    ok = responder_->send_event(chunk_body(meta_, chunk, settings_.include_usage));
+  }
+  return ok;
 }
 
 std::vector<ChoiceOut> CompletionStream::final_choices(const actors::RequestDone& done) {
@@ -114,11 +137,24 @@ std::vector<ChoiceOut> CompletionStream::final_choices(const actors::RequestDone
   for (size_t i = 0; i < out.size(); ++i) {
     const FinishReason r = i < done.finish.size() ? done.finish[i] : FinishReason::abort;
     out[i].finish_reason = finish_name(r, shutting_down);
+    if (!settings_.tools.parse) continue;
+    if (settings_.stream) {
+      out[i].finish_reason = ToolCallStream::finish_reason(tool_streams_[i].calls(), out[i].finish_reason);
+    } else {
+      ToolCallStream::parse_whole(settings_.tools.format, out[i]);
+    }
   }
   return out;
 }
 
 void CompletionStream::finish_stream(const actors::RequestDone& done) {
+  for (size_t i = 0; i < tool_streams_.size(); ++i) {
+    for (ChoiceOut& piece : tool_streams_[i].finish()) {
+      piece.index = int32_t(i);
+      piece.has_logprobs = settings_.logprobs;
+      responder_->send_event(chunk_body(meta_, piece, settings_.include_usage));
+    }
+  }
   for (ChoiceOut& c : final_choices(done)) {
     if (!settings_.beam) c.text.clear();  // streamed already
     c.logprobs.clear();

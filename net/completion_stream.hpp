@@ -10,6 +10,14 @@
 // then "[DONE]". Beam search streams no tokens: on_done sends each returned
 // beam's whole text with its finish_reason in one chunk per beam.
 //
+// Tool calls (settings.tools.parse, chat, not beam search): each choice's
+// text goes through a ToolCallStream; streamed, its deltas replace the text
+// deltas (content outside calls, then each call's first delta and argument
+// fragments; a token's logprobs ride on its first delta, or on an empty one
+// when the parser holds the token's text back); whole, the final text is
+// split into content and message.tool_calls. finish_reason "tool_calls"
+// when a choice called a tool and stopped normally.
+//
 // Finish reasons: "stop", "length"; an abort while the server shuts down is
 // "shutdown" (not an OpenAI value: clients see why the text is cut), any
 // other abort "abort" (only visible to someone still listening).
@@ -42,6 +50,8 @@
 #include "net/http_exchange.hpp"
 #include "net/openai_response.hpp"
 #include "net/server_context.hpp"
+#include "net/tool_call_stream.hpp"
+#include "net/tool_prompt.hpp"
 
 namespace pagoda::net {
 
@@ -52,6 +62,7 @@ struct StreamSettings {
   int32_t top_logprobs = 0;
   int32_t n = 1;
   bool beam = false;
+  ToolPlan tools;  // chat: parse tool calls out of each choice's text
 };
 
 class CompletionStream : public actors::RequestSink {
@@ -77,6 +88,7 @@ class CompletionStream : public actors::RequestSink {
   void finish_stream(const actors::RequestDone& done);
   std::vector<ChoiceOut> final_choices(const actors::RequestDone& done);
   bool refuse_too_large();  // answers response_too_large; returns false
+  bool send_tool_deltas(const actors::TokenDelta& delta, bool with_logprob);
 
   std::shared_ptr<ServerContext> context_;
   std::shared_ptr<Responder> responder_;
@@ -86,6 +98,7 @@ class CompletionStream : public actors::RequestSink {
   size_t body_estimate_ = 0;        // non-streaming: bytes of the body so far (about)
   bool refused_ = false;            // response_too_large answered: refuse every later token
   ClientLimits::Ticket ticket_;
+  std::vector<ToolCallStream> tool_streams_;  // streaming with tools: one per choice
 };
 
 }  // namespace pagoda::net

@@ -13,13 +13,13 @@ namespace {
 using simdjson::dom::element;
 using simdjson::dom::element_type;
 
-constexpr std::string_view kIgnoredFields[] = {"metadata", "store", "service_tier",
-                                               "parallel_tool_calls"};
+constexpr std::string_view kIgnoredFields[] = {"metadata", "store", "service_tier"};
 constexpr std::string_view kCommonFields[] = {"model", "stream", "stream_options", "logit_bias"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "logprobs", "echo", "suffix", "best_of"};
 constexpr std::string_view kChatFields[] = {
     "messages", "logprobs", "top_logprobs", "max_completion_tokens", "tools", "functions",
-    "tool_choice", "function_call", "response_format", "modalities", "audio", "prediction"};
+    "tool_choice", "function_call", "response_format", "modalities", "audio", "prediction",
+    "parallel_tool_calls"};
 
 template <size_t N>
 bool listed(const std::string_view (&names)[N], std::string_view key) {
@@ -106,12 +106,6 @@ std::optional<ApiError> read_neutral_field(std::string_view key, element v) {
   if (key == "logit_bias") {
     return neutral_or_error(v.get_object().get(obj) == simdjson::SUCCESS && obj.size() == 0, key, "null or {}");
   }
-  if (key == "tools" || key == "functions") {
-    return neutral_or_error(v.get_array().get(arr) == simdjson::SUCCESS && arr.size() == 0, key, "null or []");
-  }
-  if (key == "tool_choice" || key == "function_call") {
-    return neutral_or_error(v.get_string().get(s) == simdjson::SUCCESS && s == "none", key, "\"none\"");
-  }
   if (key == "response_format") {
     const bool text = v["type"].get_string().get(s) == simdjson::SUCCESS && s == "text";
     return neutral_or_error(text, key, "{\"type\":\"text\"}");
@@ -164,6 +158,9 @@ std::optional<ApiError> read_api_field(ApiKind kind, std::string_view key, eleme
     st.max_completion_tokens = m;
     return std::nullopt;
   }
+  if (key == "tools" || key == "functions") return read_tools(key, v, req.tools);
+  if (key == "tool_choice" || key == "function_call") return read_tool_choice(key, v, req.tools);
+  if (key == "parallel_tool_calls") return read_bool(key, v, req.tools.parallel);
   if (key == "best_of") {
     st.best_of = read_int(v);
     if (!st.best_of) return bad_request("best_of must be an integer", "best_of");
@@ -190,6 +187,9 @@ std::optional<ApiError> finish_request(OpenAiRequest& req, const FieldState& st,
   const bool chat = req.kind == ApiKind::chat;
   if (!st.have_prompt) {
     return chat ? bad_request("messages is required", "messages") : bad_request("prompt is required", "prompt");
+  }
+  if (chat) {
+    if (auto e = finish_tools(req.tools)) return e;
   }
   if (!st.model.empty() && st.model != model_id) {
     return ApiError{404, "The model `" + st.model + "` does not exist.", "model", "model_not_found"};
@@ -268,15 +268,24 @@ std::optional<ApiError> read_message(size_t index, element v, actors::ChatMessag
     if (field.key == "role") {
       std::string_view role;
       if (field.value.get_string().get(role) != simdjson::SUCCESS ||
-          (role != "system" && role != "developer" && role != "user" && role != "assistant")) {
-        return bad_request(name + ".role must be one of system, developer, user, assistant", name + ".role");
+          (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool" &&
+           role != "function")) {
+        return bad_request(name + ".role must be one of system, developer, user, assistant, tool", name + ".role");
       }
-      msg.role = role == "developer" ? "system" : std::string(role);
+      msg.role = role == "developer" ? "system" : role == "function" ? "tool" : std::string(role);
       have_role = true;
     } else if (field.key == "content") {
       if (auto e = read_content(index, field.value, msg.content)) return e;
       have_content = !field.value.is_null();
-    } else if (field.key != "name") {
+    } else if (field.key == "tool_calls" || field.key == "function_call" || field.key == "tool_call_id") {
+      if (auto e = read_message_tool_field(name, field.key, field.value, msg)) return e;
+    } else if (field.key == "name") {
+      std::string_view who;
+      if (!field.value.is_null() && field.value.get_string().get(who) != simdjson::SUCCESS) {
+        return bad_request(name + ".name must be a string", name + ".name");
+      }
+      msg.name = std::string(who);
+    } else {
       const std::string bad = name + "." + std::string(field.key);
       return bad_request("unknown field '" + bad + "'", bad);
     }

@@ -14,12 +14,13 @@
 //    max_tokens, presence/frequency_penalty, top_k, min_p,
 //    repetition_penalty, use_beam_search, beam_width, length_penalty,
 //    early_stopping, min_tokens, ignore_eos, stop_token_ids).
-//  - accepted and ignored: user, metadata, store, service_tier,
-//    parallel_tool_calls (they change nothing about the generated text).
+//  - chat tool calling: tools / functions, tool_choice / function_call,
+//    parallel_tool_calls (net/tool_request.hpp).
+//  - accepted and ignored: user, metadata, store, service_tier (they change
+//    nothing about the generated text).
 //  - accepted only at their neutral value, else 400 "... is not supported":
 //    echo (false), suffix (null / ""), best_of (null or = n), logit_bias
-//    (null / {}), tools / functions (null / []), tool_choice / function_call
-//    (null / "none"), response_format (null / {"type":"text"}), modalities
+//    (null / {}), response_format (null / {"type":"text"}), modalities
 //    (null / ["text"]), audio, prediction (null).
 //  - anything else: 400 "unknown field 'x'" with param "x" (vLLM ignores
 //    extras; we reject them so that a misspelt parameter is not silently
@@ -33,8 +34,11 @@
 // Prompts: a string, an array of one string, an array of token ids, or an
 // array holding one array of token ids. Several prompts (batch) are a 400
 // (send one request per prompt). Chat messages: [{role, content, name?}]
-// with role system / developer (= system) / user / assistant and content a
-// string, null, or an array of {"type":"text","text":...} parts (joined).
+// with role system / developer (= system) / user / assistant / tool (legacy
+// function = tool) and content a string, null, or an array of
+// {"type":"text","text":...} parts (joined); an assistant message may carry
+// tool_calls (or legacy function_call), a tool message tool_call_id
+// (net/tool_request.hpp).
 //
 // Thread-safety: pure functions; resolve_prompt calls only the engine's
 // thread-safe tokenize().
@@ -50,6 +54,7 @@
 
 #include "actors/engine.hpp"
 #include "net/server_context.hpp"
+#include "net/tool_request.hpp"
 
 namespace pagoda::net {
 
@@ -72,6 +77,7 @@ struct OpenAiRequest {
   bool logprobs = false;        // report per-token logprobs
   int32_t top_logprobs = 0;     // candidates per token (0..kMaxTopLogprobs)
   bool max_tokens_given = false;
+  ToolRequest tools;            // chat: tools, tool_choice, parallel_tool_calls
 };
 
 // Exactly one of request / error is meaningful: error when has_value().

@@ -128,17 +128,39 @@ void write_finish(JsonWriter& w, const ChoiceOut& c) {
   }
 }
 
+void write_tool_calls(JsonWriter& w, const std::vector<ToolCallOut>& calls, bool chunk) {
+  w.key("tool_calls").begin_array();
+  for (const ToolCallOut& t : calls) {
+    w.begin_object();
+    if (chunk) w.key("index").value(t.index);
+    if (t.header) w.key("id").value(t.id).key("type").value("function");
+    w.key("function").begin_object();
+    if (t.header) w.key("name").value(t.name);
+    w.key("arguments").value(t.arguments);
+    w.end_object().end_object();
+  }
+  w.end_array();
+}
+
+void write_message(JsonWriter& w, const ChoiceOut& c) {
+  w.key("message").begin_object().key("role").value("assistant").key("content");
+  if (c.content_null) w.null(); else w.value(c.text);
+  if (!c.tool_calls.empty()) write_tool_calls(w, c.tool_calls, /*chunk=*/false);
+  w.end_object();
+}
+
 void write_choice(JsonWriter& w, ApiKind kind, const ChoiceOut& c, bool chunk) {
   w.begin_object();
   w.key("index").value(c.index);
   if (kind == ApiKind::completion) {
     w.key("text").value(c.text);
   } else if (!chunk) {
-    w.key("message").begin_object().key("role").value("assistant").key("content").value(c.text).end_object();
+    write_message(w, c);
   } else {
     w.key("delta").begin_object();
     if (c.role) w.key("role").value("assistant");
     if (c.role || !c.text.empty()) w.key("content").value(c.text);
+    if (!c.tool_calls.empty()) write_tool_calls(w, c.tool_calls, /*chunk=*/true);
     w.end_object();
   }
   write_logprobs(w, kind, c);
@@ -147,6 +169,14 @@ void write_choice(JsonWriter& w, ApiKind kind, const ChoiceOut& c, bool chunk) {
 }
 
 }  // namespace
+
+std::string make_tool_call_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "%016llx%08llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng() & 0xffffffffULL));
+  return std::string("call_") + hex;
+}
 
 ResponseMeta make_response_meta(ApiKind kind, std::string model) {
   thread_local std::mt19937_64 rng{std::random_device{}()};

@@ -5,9 +5,14 @@
 //  completion choice: {index, text, logprobs, finish_reason}; logprobs is null
 //    or {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset}
 //    (text_offset: byte offsets into the choice's completion text).
-//  chat choice: {index, message: {role, content}, logprobs, finish_reason};
+//  chat choice: {index, message: {role, content, tool_calls?}, logprobs,
+//    finish_reason}; content is null for an answer of tool calls only;
+//    tool_calls: [{id, type:"function", function: {name, arguments}}].
 //    chunk choice: {index, delta, logprobs, finish_reason} where delta is
-//    {role:"assistant", content:""} (first), {content} or {} (last);
+//    {role:"assistant", content:""} (first), {content}, {tool_calls: [{index,
+//    id, type, function: {name, arguments: ""}}]} (a call's first delta),
+//    {tool_calls: [{index, function: {arguments}}]} (its argument
+//    fragments) or {} (last);
 //    logprobs is null or {content: [{token, logprob, bytes, top_logprobs:
 //    [{token, logprob, bytes}]}], refusal: null}.
 //  usage: {prompt_tokens, completion_tokens, total_tokens}.
@@ -48,6 +53,17 @@ struct Usage {
   int32_t completion_tokens = 0;
 };
 
+// One tool call of a chat answer, or (in a chunk) one piece of it: the
+// first piece of a call has `header` (id, type, name), later ones only
+// argument fragments.
+struct ToolCallOut {
+  int32_t index = 0;
+  std::string id;  // "call_" + 24 hex digits
+  std::string name;
+  std::string arguments;  // JSON text (chunk: a fragment)
+  bool header = true;
+};
+
 // One choice of a response, or one choice's delta in a chunk.
 struct ChoiceOut {
   int32_t index = 0;
@@ -57,7 +73,12 @@ struct ChoiceOut {
   int32_t text_offset = 0;            // completions: offset of logprobs[0]'s text
   std::string finish_reason;          // empty: null
   bool role = false;                  // chat chunk: the first delta
+  std::vector<ToolCallOut> tool_calls;  // chat: message.tool_calls / delta.tool_calls
+  bool content_null = false;          // chat message: "content": null (an answer of tool calls only)
 };
+
+// A fresh tool call id: "call_" + 24 random hex digits.
+std::string make_tool_call_id();
 
 // {"error":{"message","type","param","code"}}.
 std::string error_json(const ApiError& error);

@@ -26,6 +26,7 @@ struct ServerOptions {
   bool public_metrics = false;               // /metrics without the API key
   std::string web_root;                      // static files served at /
   std::string served_model_name;             // /v1/models id; empty: engine.model_name()
+  std::string tool_call_parser;              // tool-call format (net/tool_format.hpp); empty: detected
   size_t io_threads = 2;
   size_t max_body_bytes = size_t(1) << 20;   // HTTP request body
   size_t max_frame_bytes = size_t(1) << 20;  // one WebSocket message
