@@ -89,6 +89,12 @@ Result<std::vector<int32_t>> request_prompt_ids(const RequestContext& ctx, const
     return r.prompt_ids;
   }
   if (r.messages.empty()) return ctx.tokenizer->encode(r.prompt, true);
+  Result<std::string> text = render_chat_prompt(ctx, r);
+  if (!text) return text.error();
+  return ctx.tokenizer->encode(*text, false);
+}
+
+Result<std::string> render_chat_prompt(const RequestContext& ctx, const GenerateRequest& r, std::optional<std::tm> now) {
   if (!ctx.chat_template) return make_error("the model has no chat template");
   std::vector<model::jinja::Value> msgs;
   for (const ChatMessage& m : r.messages) {
@@ -105,9 +111,8 @@ Result<std::vector<int32_t>> request_prompt_ids(const RequestContext& ctx, const
   }
   in.bos_token = ctx.bos_token;
   in.eos_token = ctx.eos_token;
-  Result<std::string> text = ctx.chat_template->render(in);
-  if (!text) return text.error();
-  return ctx.tokenizer->encode(*text, false);
+  in.now = now;
+  return ctx.chat_template->render(in);
 }
 
 namespace {

@@ -45,6 +45,12 @@ Result<std::shared_ptr<const RequestContext>> make_request_context(const model::
 // with the tokenizer's BOS rule. Thread-safe (ctx is immutable).
 Result<std::vector<int32_t>> request_prompt_ids(const RequestContext& ctx, const GenerateRequest& r);
 
+// The chat prompt text of r.messages (and r.tools_json) through the chat
+// template, the clock of strftime_now at `now` when set. Errors: no template,
+// a render error, tools / tool_calls that are not JSON. Thread-safe.
+Result<std::string> render_chat_prompt(const RequestContext& ctx, const GenerateRequest& r,
+                                       std::optional<std::tm> now = std::nullopt);
+
 // The text of token ids (special tokens kept), or an error naming the first
 // id outside the vocabulary. Thread-safe (ctx is immutable).
 Result<std::string> context_detokenize(const RequestContext& ctx, const std::vector<int32_t>& ids);

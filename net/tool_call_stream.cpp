@@ -2,6 +2,15 @@
 #include "net/tool_call_stream.hpp"
 
 namespace pagoda::net {
+namespace {
+
+// Mistral templates accept only 9-character alphanumeric call ids.
+std::string call_id(ToolFormat format) {
+  std::string id = make_tool_call_id();
+  return format == ToolFormat::mistral ? id.substr(5, 9) : id;
+}
+
+}  // namespace
 
 std::vector<ChoiceOut> ToolCallStream::deltas(const std::vector<ToolCallEvent>& events) {
   std::vector<ChoiceOut> out;
@@ -15,7 +24,7 @@ std::vector<ChoiceOut> ToolCallStream::deltas(const std::vector<ToolCallEvent>& 
     ToolCallOut call;
     call.index = e.index;
     if (e.kind == ToolCallEvent::Kind::call_begin) {
-      ids_.push_back(make_tool_call_id());
+      ids_.push_back(call_id(format_));
       call.id = ids_.back();
       call.name = e.text;
     } else {
@@ -54,7 +63,7 @@ void ToolCallStream::parse_whole(ToolFormat format, ChoiceOut& choice) {
     if (e.kind == ToolCallEvent::Kind::content) {
       choice.text += e.text;
     } else if (e.kind == ToolCallEvent::Kind::call_begin) {
-      choice.tool_calls.push_back(ToolCallOut{e.index, make_tool_call_id(), e.text, "", true});
+      choice.tool_calls.push_back(ToolCallOut{e.index, call_id(format), e.text, "", true});
     } else {
       choice.tool_calls.back().arguments += e.text;
     }

@@ -2,8 +2,8 @@
 // as OpenAI answer pieces (net/openai_response.hpp's ChoiceOut):
 //  - streaming: feed() / finish() return the deltas of a text piece: a
 //    content delta, a call's first delta (index, id, type, name, arguments
-//    ""), or an argument fragment; ids are "call_" + random hex, one per
-//    call, fixed at its first delta;
+//    ""), or an argument fragment; ids are "call_" + random hex (mistral:
+//    9 hex digits, what its templates accept), fixed at a call's first delta;
 //  - whole answers: parse_whole() turns a choice's text into content (null
 //    when it is empty and there are calls) and tool_calls.
 // finish_reason(): "tool_calls" when the answer made a call and the engine
@@ -24,7 +24,7 @@ namespace pagoda::net {
 
 class ToolCallStream {
  public:
-  explicit ToolCallStream(ToolFormat format) : parser_(format) {}
+  explicit ToolCallStream(ToolFormat format) : format_(format), parser_(format) {}
 
   // The deltas (ChoiceOut.index left 0) the text decides.
   std::vector<ChoiceOut> feed(std::string_view text);
@@ -38,6 +38,7 @@ class ToolCallStream {
  private:
   std::vector<ChoiceOut> deltas(const std::vector<ToolCallEvent>& events);
 
+  ToolFormat format_;
   ToolCallParser parser_;
   std::vector<std::string> ids_;
 };
