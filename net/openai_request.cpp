@@ -291,6 +291,9 @@ std::optional<ApiError> read_message(size_t index, element v, actors::ChatMessag
     }
   }
   if (!have_role) return bad_request(name + ".role is required", name + ".role");
+  if (!msg.tool_calls_json.empty() && msg.role != "assistant") {
+    return bad_request(name + ".tool_calls is only allowed on assistant messages", name + ".tool_calls");
+  }
   // As OpenAI: only an assistant message may omit its content (or send null).
   if (!have_content && msg.role != "assistant") {
     return bad_request(name + ".content is required for role '" + msg.role + "'", name + ".content");
