@@ -72,10 +72,11 @@ struct Engine::Impl {
 
 namespace {
 
-Result<std::shared_ptr<const RequestContext>> make_context(const std::string& path, int32_t vocab) {
+Result<std::shared_ptr<const RequestContext>> make_context(const std::string& path, int32_t vocab,
+                                                          std::vector<int32_t> eos_ids) {
   Result<model::ModelText> text = model::load_model_text(path);
   if (!text) return text.error();
-  return make_request_context(*text, vocab);
+  return make_request_context(*text, vocab, std::move(eos_ids));
 }
 
 BlockManagerConfig booker_config(const EngineOptions& o, const Executor& ex) {
@@ -211,7 +212,7 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options) {
   }
   auto ex = Executor::create(options);  // the ExecutorOptions part
   if (!ex) return ex.error();
-  auto ctx = make_context(options.model_path, (*ex)->config().vocab_size);
+  auto ctx = make_context(options.model_path, (*ex)->config().vocab_size, (*ex)->config().eos_token_ids);
   if (!ctx) return ctx.error();
   auto booker = make_booker(options, **ex);
   if (!booker) return booker.error();

@@ -16,3 +16,16 @@ inline bool is_engine_unavailable(std::string_view message) {
 }
 
 }  // namespace pagoda::actors
+
+namespace pagoda::actors {
+
+// The start of the message of a request the engine refused for its content
+// (an output constraint that does not compile: a bad schema, regex or
+// grammar): HTTP 400, WebSocket `invalid_request`.
+inline constexpr std::string_view kInvalidRequest = "invalid request: ";
+
+inline bool is_invalid_request(std::string_view message) {
+  return message.substr(0, kInvalidRequest.size()) == kInvalidRequest;
+}
+
+}  // namespace pagoda::actors

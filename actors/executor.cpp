@@ -115,6 +115,7 @@ void Executor::mark_failed(uint64_t step) {
 Result<StepResult> Executor::run(const StepPlan& plan, const std::function<void()>& inject) {
   if (plan.depends_on != 0 && failed(plan.depends_on)) {
     mirror_->release(plan);
+    book_.release(plan);
     mark_failed(plan.step_id);
     StepResult r;
     r.step_id = plan.step_id;
@@ -137,11 +138,13 @@ Result<StepResult> Executor::run(const StepPlan& plan, const std::function<void(
 
 void Executor::discard(const StepPlan& plan) {
   mirror_->release(plan);
+  book_.release(plan);
   mark_failed(plan.step_id);
 }
 
 void Executor::reset() {
   mirror_->clear();
+  book_.clear();
   failed_.clear();
 }
 
@@ -167,6 +170,9 @@ Result<StepResult> Executor::run_step(const StepPlan& plan, const std::function<
   StepResult out;
   out.step_id = plan.step_id;
   mirror_->begin(plan, tokens_, bad_, out.errors, &placeholders_);
+  mask_wait_ns_ = 0;
+  book_active_ = book_.involves(plan);
+  if (book_active_) book_.stage(plan, tokens_, bad_);
   if (inject) inject();
   if (auto ok = tables_->sync(*backend_); !ok) return ok.error();
   if (auto ok = run_copies(plan); !ok) return ok.error();
@@ -176,23 +182,49 @@ Result<StepResult> Executor::run_step(const StepPlan& plan, const std::function<
 }
 
 Result<void> Executor::compute(const StepPlan& plan, StepResult& out) {
-  if (plan.entries.empty()) return {};
+  if (plan.entries.empty()) {
+    if (book_active_) book_.prepare();  // the releases
+    return {};
+  }
   build_batch(plan);
   const int64_t t0 = clock_ns();
   prep_ns_ = t0 - step_start_ns_;
+  // The masks of this step's rows are filled while the forward pass runs;
+  // the guard waits for them on every way out (an error, an exception).
+  if (book_active_) start_masks();
+  struct Join {
+    MaskFiller* f;
+    ~Join() { if (f) f->wait(); }
+  } join{book_active_ ? filler_.get() : nullptr};
   auto logits = model_->forward_device(batch_, cache_);
   if (!logits) return logits.error();
   compute_ns_ = clock_ns() - t0;
+  if (join.f != nullptr) {
+    const int64_t w0 = clock_ns();
+    join.f->wait();
+    join.f = nullptr;
+    mask_wait_ns_ = clock_ns() - w0;
+    for (const SeqError& e : book_.errors()) out.errors.push_back(e);
+  }
   mirror_->forks(plan, out.errors);
   if (plan.samples.empty()) return {};
   const int64_t t1 = clock_ns();
   if (auto ok = sample(plan, *logits, out); !ok) return ok;
   compute_ns_ += clock_ns() - t1;
   check_samples(out);
+  for (const SeqError& e : book_active_ ? book_.errors() : std::vector<SeqError>{}) {
+    for (SampleOutput& so : out.samples) {
+      if (so.seq == e.seq) so.token = -1;  // its constraint failed: the row fails alone
+    }
+  }
   sampled_.clear();
   for (const SampleOutput& s : out.samples) sampled_.push_back(s.token);
   mirror_->record(plan, sampled_);
-  for (const SeqError& e : out.errors) mirror_->erase(e.seq);  // later plans naming it fail alone
+  if (book_active_) book_.record(plan, sampled_);
+  for (const SeqError& e : out.errors) {  // later plans naming it fail alone
+    mirror_->erase(e.seq);
+    book_.erase(e.seq);
+  }
   return {};
 }
 
@@ -281,6 +313,11 @@ void Executor::build_batch(const StepPlan& plan) {
   for (const PlanSample& s : plan.samples) {
     batch_.logits_rows.push_back(batch_.query_start_loc[size_t(s.entry) + 1] - 1);
   }
+}
+
+void Executor::start_masks() {
+  if (!filler_) filler_ = std::make_unique<MaskFiller>();
+  filler_->start([this] { book_.prepare(); });
 }
 
 // ---- TableStore: the mirror's tables in the arena -----------------------------

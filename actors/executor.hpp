@@ -8,7 +8,9 @@
 // table deltas (O(new blocks)), the arena's dirty rows up, copy-on-write
 // copies, the flattened ForwardBatch in arena mode (placeholders filled with
 // the ids this executor sampled in the step before), forward_device, then
-// every sample row on the device with its own SamplingRowParams. Host work
+// every sample row on the device with its own SamplingRowParams (with the
+// token masks of constrained rows, filled by the ConstraintBook on the
+// MaskFiller's thread while the forward pass runs). Host work
 // is O(tokens of the step + new blocks), never O(context) or O(pool).
 //
 // Steps planned on top of a failed step (plan.depends_on names a step that
@@ -34,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/constraint_book.hpp"
+#include "actors/mask_filler.hpp"
 #include "actors/seq_mirror.hpp"
 #include "actors/step_plan.hpp"
 #include "gpu/backend.hpp"
@@ -112,6 +116,10 @@ class Executor : private TableStore {
   // the flattened batch (not RunState's packing, which is inside the
   // forward), in nanoseconds; 0 for a run without entries.
   int64_t last_prep_ns() const { return prep_ns_; }
+  // Time the last run() waited for its masks after the forward pass (0: the
+  // masks were ready, or none), and the book (tests, benchmarks).
+  int64_t last_mask_wait_ns() const { return mask_wait_ns_; }
+  const ConstraintBook& constraints() const { return book_; }
   // The placeholders of the last run() and the ids they were filled with
   // (tests: each must be the id sampled last for its sequence). Steps run
   // one at a time, so every placeholder is resolved when its step begins.
@@ -134,6 +142,10 @@ class Executor : private TableStore {
   void build_batch(const StepPlan& plan);
   Result<void> stage_rows(const StepPlan& plan, bool* want_top);
   Result<void> upload_history(MirroredSeq& s);
+  size_t extra_ints(SeqId seq) const;
+  void stage_constraint(SeqId seq, gpu::SamplingRowParams& p);
+  // Runs the book's prepare() on the filler thread (started before the forward).
+  void start_masks();
   Result<void> sample(const StepPlan& plan, const float* logits, StepResult& out);
   Result<void> ensure(gpu::DeviceBuffer& buf, size_t bytes);
   // Copies bytes into this step's pinned staging set and queues their
@@ -153,6 +165,12 @@ class Executor : private TableStore {
   std::unique_ptr<model::LlamaModel> model_;
   gpu::KvCache cache_;
   std::unique_ptr<SeqMirror> mirror_;
+  // Structured output (issue 23): the matchers, and the thread that fills
+  // their masks while the forward pass runs (made on first use).
+  ConstraintBook book_;
+  std::unique_ptr<MaskFiller> filler_;
+  bool book_active_ = false;  // this step involves a constrained sequence
+  int64_t mask_wait_ns_ = 0;
   std::optional<model::BlockTableArena> tables_;
   int32_t max_rows_ = 0, history_len_ = 0;
   size_t history_region_ = 0;     // ints of history_dev_ holding histories

@@ -48,6 +48,9 @@ using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using book_atom = caf::atom_constant<caf::atom("book")>;
 using result_atom = caf::atom_constant<caf::atom("result")>;
 using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
+// (compiled_atom, shared_ptr<AddGroup>, error) to a request actor from the
+// grammar compiler's thread: its group with the compiled constraint, or an error.
+using compiled_atom = caf::atom_constant<caf::atom("compiled")>;
 // (fail_atom, std::string) to a request actor: its engine side is lost (a
 // remote engine node went down); the sink gets on_error(message).
 using fail_atom = caf::atom_constant<caf::atom("fail")>;
@@ -60,6 +63,8 @@ struct AddGroup {
   RequestId id = 0;
   std::vector<TokenId> prompt;
   SamplingOptions options;  // seed resolved
+  // The compiled constraint and token rules (issue 23); nullptr: none.
+  std::shared_ptr<const model::ConstraintProgram> constraint;
 };
 
 struct SpawnRequest {
@@ -86,6 +91,7 @@ struct StepReply {
 }  // namespace pagoda::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(pagoda::actors::AddGroup)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<pagoda::actors::AddGroup>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(pagoda::actors::EventBatch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(pagoda::actors::SpawnRequest)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(pagoda::actors::StepPlan)

@@ -36,9 +36,13 @@ std::string release_text(std::string& held, const std::vector<std::string>& stop
 }
 
 Result<std::shared_ptr<const RequestContext>> make_request_context(const model::ModelText& text,
-                                                                   int32_t vocab) {
+                                                                   int32_t vocab,
+                                                                   std::vector<int32_t> eos_ids) {
   auto ctx = std::make_shared<RequestContext>();
   ctx->tokenizer = text.tokenizer;
+  if (!eos_ids.empty()) {
+    ctx->constraints = std::make_shared<ConstraintFactory>(text.tokenizer, vocab, std::move(eos_ids));
+  }
   ctx->bos_token = text.bos_token;
   ctx->eos_token = text.eos_token;
   ctx->vocab_size = vocab;
@@ -304,9 +308,23 @@ caf::behavior request_fn(Self self, caf::actor scheduler, std::shared_ptr<const 
   }
   self->monitor(st.scheduler);
   self->set_down_handler([self](caf::down_msg&) { end_with_error(self, "the engine stopped"); });
-  AddGroup add{id, std::move(ids).value(), st.options};
-  self->send(st.scheduler, add_atom::value, std::move(add));
+  AddGroup add{id, std::move(ids).value(), st.options, nullptr};
+  const bool constrained = st.options.constraint.active() || st.options.token_mask.active();
+  if (!constrained || !st.ctx->constraints) {
+    self->send(st.scheduler, add_atom::value, std::move(add));
+  } else {
+    // Compiled off this thread; the answer comes back as (compiled_atom, ...).
+    auto box = std::make_shared<AddGroup>(std::move(add));
+    st.ctx->constraints->prepare(st.options, [me = caf::actor_cast<caf::actor>(self), box](Result<ConstraintProgramPtr> r) {
+      if (r) box->constraint = std::move(r).value();
+      caf::anon_send(me, compiled_atom::value, box, r ? std::string() : r.error().message);
+    });
+  }
   return {
+      [self](compiled_atom, const std::shared_ptr<AddGroup>& add, const std::string& error) {
+        if (!error.empty()) return end_with_error(self, error);
+        self->send(self->state.scheduler, add_atom::value, std::move(*add));
+      },
       [self](events_atom, const EventBatch& batch) { on_batch(self, batch); },
       [self](cancel_atom) { cancel(self, /*tell_sink=*/true); },
       [self](fail_atom, const std::string& message) {

@@ -1,8 +1,9 @@
 // The request actor: one per request. At start it turns the request into
 // prompt ids (explicit ids; chat messages through the model's chat template,
 // tokenized without adding BOS again; or plain text with the tokenizer's BOS
-// rule), validates the options and sends (add_atom, AddGroup) to the
-// scheduler; it monitors the scheduler (engine shutdown ends it with
+// rule), validates the options, has an output constraint compiled (off its
+// thread: the answer comes back as a message) and sends (add_atom,
+// AddGroup) to the scheduler; it monitors the scheduler (engine shutdown ends it with
 // on_error). Per sample it detokenizes incrementally (UTF-8 safe) and applies
 // the stop strings: text that could still become a stop string is held back;
 // on a match the text before it is emitted, the rest dropped, and the
@@ -19,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/constraint_factory.hpp"
 #include "actors/engine_types.hpp"
 #include "model/chat_template.hpp"
 #include "model/model_text.hpp"
@@ -29,16 +31,21 @@ namespace pagoda::actors {
 // What every request actor shares (immutable, thread-safe).
 struct RequestContext {
   std::shared_ptr<const model::Tokenizer> tokenizer;
+  // Compiles output constraints (issue 23); nullptr where this process does
+  // not run the engine (a scale-out front end: its nodes compile).
+  std::shared_ptr<ConstraintFactory> constraints;
   std::optional<model::ChatTemplate> chat_template;
   std::string bos_token, eos_token;
   int32_t vocab_size = 0;
 };
 
 // The context of a model's text files (tokenizer, chat template compiled,
-// BOS/EOS strings) for a vocabulary of `vocab` ids. Errors: the template does
-// not compile.
+// BOS/EOS strings) for a vocabulary of `vocab` ids; with eos_ids (the
+// model's), a ConstraintFactory for structured output. Errors: the template
+// does not compile.
 Result<std::shared_ptr<const RequestContext>> make_request_context(const model::ModelText& text,
-                                                                   int32_t vocab);
+                                                                   int32_t vocab,
+                                                                   std::vector<int32_t> eos_ids = {});
 
 // The prompt ids of a request: prompt_ids (checked against the vocabulary),
 // else messages through the chat template (no second BOS), else prompt text

@@ -107,6 +107,30 @@ struct SamplingOptions {
     for (const std::string& s : stop) {
       if (s.empty()) return bad("stop strings must not be empty");
     }
+    return validate_constraint();
+  }
+
+  // The structured-output part of validate() (issue 23).
+  Result<void> validate_constraint() const {
+    auto bad = [](const std::string& what) { return make_error("sampling options: " + what); };
+    using K = OutputConstraint::Kind;
+    const bool constrained = constraint.active() || token_mask.active();
+    if (constrained && beam_width > 0) return bad("structured output is not supported with beam search");
+    if (constraint.kind == K::choice && constraint.choices.empty()) return bad("the choice list is empty");
+    if ((constraint.kind == K::json_schema || constraint.kind == K::regex || constraint.kind == K::grammar ||
+         constraint.kind == K::structural_tag) && constraint.spec.empty()) {
+      return bad("the constraint's specification is empty");
+    }
+    for (const auto& [id, b] : token_mask.logit_bias) {
+      if (id < 0) return bad("logit_bias: token ids must be >= 0");
+      if (!(b >= -100.0f && b <= 100.0f)) return bad("logit_bias: biases must be in [-100, 100]");
+    }
+    for (int32_t id : token_mask.allowed_token_ids) {
+      if (id < 0) return bad("allowed_token_ids: token ids must be >= 0");
+    }
+    for (const std::string& w : token_mask.bad_words) {
+      if (w.empty()) return bad("bad_words: a bad word is empty");
+    }
     return {};
   }
 };

@@ -243,7 +243,7 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
         Result<void> ok = st.stopping ? Result<void>(make_error("the engine is stopping"))
                           : st.state == EngineState::failed
                               ? Result<void>(make_error("the engine failed: " + st.state_detail))
-                              : st.core->add_group(g.id, g.prompt, g.options);
+                              : st.core->add_group(g.id, g.prompt, g.options, g.constraint);
         if (!ok) return reject_group(self, sender, g.id, ok.error().message);
         st.metrics.prompt_tokens += g.prompt.size();
         maybe_step(self);

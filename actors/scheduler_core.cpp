@@ -18,7 +18,8 @@ SchedulerCore::SchedulerCore(SchedulerConfig config, BlockManager blocks)
 }
 
 Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
-                                      const SamplingOptions& options) {
+                                      const SamplingOptions& options,
+                                      std::shared_ptr<const model::ConstraintProgram> constraint) {
   if (groups_.contains(id)) return make_error("scheduler: request id already in use");
   if (!options.seed) return make_error("scheduler: the options carry no seed");
   if (auto ok = options.validate(); !ok) return ok.error();
@@ -30,6 +31,7 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
   auto g = std::make_unique<SequenceGroup>();
   g->id = id;
   g->options = options;
+  g->constraint = std::move(constraint);
   const bool beam = options.beam_width > 0;
   g->forked = !beam && options.n == 1;
   if (beam) g->beam = make_beam_state(options, int32_t(prompt.size()));

@@ -156,7 +156,9 @@ class SchedulerCore {
 
   // Queues a group. Requires options.seed to hold a value and a new id.
   // Errors: empty prompt, prompt + 1 > max_model_len, invalid options.
-  Result<void> add_group(RequestId id, std::vector<TokenId> prompt, const SamplingOptions& options);
+  // constraint: the group's compiled output constraint (issue 23), or nullptr.
+  Result<void> add_group(RequestId id, std::vector<TokenId> prompt, const SamplingOptions& options,
+                         std::shared_ptr<const model::ConstraintProgram> constraint = nullptr);
   // Ends every sequence of the group with `abort` (no-op for unknown ids).
   void cancel_group(RequestId id);
   void cancel_all();  // cancel_group for every group

@@ -71,7 +71,10 @@ void SchedulerCore::commit_seq(SequenceGroup& g, Sequence& s, const SeqBooked& b
   e.new_blocks = b.delta.blocks;
   if (fresh) {
     e.prompt_len = s.prompt_len;
-    if (g.options.uses_history()) e.prefix.assign(s.tokens.begin(), s.tokens.begin() + s.num_scheduled);
+    if (g.options.uses_history() || g.constraint) {
+      e.prefix.assign(s.tokens.begin(), s.tokens.begin() + s.num_scheduled);
+    }
+    e.constraint = g.constraint;
   }
   const int32_t n = e.num_new();
   plan.entries.push_back(std::move(e));

@@ -26,6 +26,10 @@
 #include "actors/block_manager.hpp"
 #include "actors/sampling_options.hpp"
 
+namespace pagoda::model {
+struct ConstraintProgram;  // model/token_matcher.hpp
+}  // namespace pagoda::model
+
 namespace pagoda::actors {
 
 using RequestId = uint64_t;
@@ -84,6 +88,7 @@ struct SequenceGroup {
   int32_t num_preemptions = 0;
   bool cancel_requested = false;
   std::shared_ptr<BeamState> beam;   // beam search only
+  std::shared_ptr<const model::ConstraintProgram> constraint;  // structured output (issue 23)
   uint64_t arrival = 0;              // order of add_group (FCFS within a priority or client)
   bool charged = false;              // fair sharing: its prompt was charged (first admission)
   bool fair_victim = false;          // fair sharing: preempted once to admit a lower counter

@@ -14,7 +14,8 @@
 //              positions num_cached..; `delta` updates its table first
 //              (`fresh`: a new or re-admitted sequence whose state starts
 //              here, with prompt_len and, when penalties need it, the
-//              history of its first num_cached tokens in `prefix`);
+//              history of its first num_cached tokens in `prefix`;
+//              `constraint`: its output constraint, when it has one);
 //   forks      (parent, child) after the entries (n > 1: the children share
 //              the prompt just prefilled and sample from the parent's row);
 //   samples    rows to sample: the logits of entries[entry]'s last row, drawn
@@ -30,8 +31,11 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "actors/block_manager.hpp"
 #include "gpu/ops.hpp"
+#include "model/token_matcher.hpp"
 
 namespace pagoda::actors {
 
@@ -44,7 +48,10 @@ struct PlanEntry {
   int32_t table_from = 0;             // table[table_from..] := new_blocks
   std::vector<BlockId> new_blocks;
   int32_t prompt_len = 0;             // fresh only
-  std::vector<TokenId> prefix;        // fresh with penalties: ids [0, num_cached)
+  std::vector<TokenId> prefix;        // fresh with penalties or a constraint: ids [0, num_cached)
+  // fresh only: the sequence's output constraint (issue 23), shared by its
+  // group; nullptr: unconstrained. The executor keeps a matcher for it.
+  std::shared_ptr<const model::ConstraintProgram> constraint;
   int32_t num_new() const { return int32_t(tokens.size()) + num_placeholders; }
 };
 

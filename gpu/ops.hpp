@@ -240,6 +240,16 @@ struct SamplingRowParams {
   // unaffected. A span of SamplingParams::history.
   int64_t banned_offset = 0;
   int32_t banned_len = 0;
+  // Additive logit biases (OpenAI logit_bias): bias_len pairs (id, bias as
+  // float bits) at history[bias_offset + 2i], added after the penalties.
+  int64_t bias_offset = 0;
+  int32_t bias_len = 0;
+  // Token mask (structured output, allowed ids, bad words): with mask_words
+  // > 0, token t may be sampled only when bit (t & 31) of the int32 word
+  // history[mask_offset + (t >> 5)] is set; the others become -inf after the
+  // bias and the bans (the reported logprobs, kRaw, are unaffected).
+  int64_t mask_offset = 0;
+  int32_t mask_words = 0;
 };
 
 struct SamplingParams {

@@ -93,12 +93,22 @@ typename I::result_type inspect(I& f, NodeReport& x) {
 }
 
 template <class I>
+typename I::result_type inspect(I& f, OutputConstraint& x) {
+  return f(caf::meta::type_name("pagoda.OutputConstraint"), x.kind, x.spec, x.choices, x.strict);
+}
+
+template <class I>
+typename I::result_type inspect(I& f, TokenMaskOptions& x) {
+  return f(caf::meta::type_name("pagoda.TokenMaskOptions"), x.logit_bias, x.allowed_token_ids, x.bad_words);
+}
+
+template <class I>
 typename I::result_type inspect(I& f, WireSubmit& x) {
   SamplingOptions& o = x.options;
   return f(caf::meta::type_name("pagoda.WireSubmit"), x.wire, x.prompt, x.seed, o.temperature, o.top_k, o.top_p,
            o.min_p, o.repetition_penalty, o.presence_penalty, o.frequency_penalty, o.stop, o.stop_token_ids,
            o.max_tokens, o.min_tokens, o.ignore_eos, o.logprobs, o.n, o.beam_width, o.length_penalty,
-           o.early_stopping, o.priority, o.client);
+           o.early_stopping, o.priority, o.client, o.constraint, o.token_mask);
 }
 
 template <class I>

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "gpu/cpu/cpu_isa.hpp"
@@ -31,8 +32,24 @@ uint32_t next_generation(Worker& w) {
   return w.generation;
 }
 
+// Tokens whose mask bit is clear become -inf (SamplingRowParams::mask_words).
+void apply_mask(const SamplingParams& p, const SamplingRowParams& rp, float* z) {
+  if (rp.mask_words <= 0) return;
+  const auto* words = reinterpret_cast<const uint32_t*>(p.history + rp.mask_offset);
+  const int32_t V = p.vocab_size;
+  for (int32_t w = 0; w < rp.mask_words && w * 32 < V; ++w) {
+    const uint32_t bits = words[w];
+    if (bits == ~uint32_t(0)) continue;
+    const int32_t end = std::min(V, w * 32 + 32);
+    for (int32_t t = w * 32; t < end; ++t) {
+      if (((bits >> (t & 31)) & 1u) == 0) z[t] = kNegInf;
+    }
+  }
+  for (int32_t t = rp.mask_words * 32; t < V; ++t) z[t] = kNegInf;  // past the mask: not allowed
+}
+
 // z := raw with repetition, then frequency and presence penalties applied,
-// and the banned tokens at -inf.
+// then the logit biases, the banned tokens and the masked ones at -inf.
 void apply_penalties(const SamplingParams& p, const SamplingRowParams& rp, const float* raw,
                      Worker& w) {
   const int32_t V = p.vocab_size;
@@ -63,10 +80,18 @@ void apply_penalties(const SamplingParams& p, const SamplingRowParams& rp, const
       }
     }
   }
+  const int32_t* bias = p.history + rp.bias_offset;
+  for (int32_t i = 0; i < rp.bias_len; ++i) {
+    const int32_t t = bias[2 * i];
+    float b;
+    std::memcpy(&b, &bias[2 * i + 1], sizeof b);
+    if (valid(t)) w.z[size_t(t)] += b;
+  }
   const int32_t* banned = p.history + rp.banned_offset;
   for (int32_t i = 0; i < rp.banned_len; ++i) {
     if (valid(banned[i])) w.z[size_t(banned[i])] = kNegInf;
   }
+  apply_mask(p, rp, w.z.data());
 }
 
 int32_t argmax(const float* x, int32_t n) {

@@ -75,11 +75,28 @@ __device__ void apply_penalties(const SamplingParams& p, const SamplingRowParams
     }
     __syncthreads();
   }
+  if (rp.bias_len > 0) {  // distinct ids per row (the executor dedups), so no races
+    const int32_t* bias = p.history + rp.bias_offset;
+    for (int32_t i = threadIdx.x; i < rp.bias_len; i += kThreads) {
+      const int32_t t = bias[2 * i];
+      if (t >= 0 && t < V) z[t] += __int_as_float(bias[2 * i + 1]);
+    }
+    __syncthreads();
+  }
   if (rp.banned_len > 0) {
     const int32_t* banned = p.history + rp.banned_offset;
     for (int32_t i = threadIdx.x; i < rp.banned_len; i += kThreads) {
       const int32_t t = banned[i];
       if (t >= 0 && t < V) z[t] = -INFINITY;
+    }
+    __syncthreads();
+  }
+  if (rp.mask_words > 0) {
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(p.history + rp.mask_offset);
+    for (int32_t t = threadIdx.x; t < V; t += kThreads) {
+      const int32_t w = t >> 5;
+      const bool allowed = w < rp.mask_words && ((words[w] >> (t & 31)) & 1u) != 0u;
+      if (!allowed) z[t] = -INFINITY;
     }
     __syncthreads();
   }
