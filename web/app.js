@@ -8,11 +8,12 @@
 // the next animation frame. Runs keep going when another conversation is
 // opened; they are saved when they end (and every SAVE_EVERY_MS meanwhile).
 import { PagodaSocket } from "./wsclient.js";
+import { httpChat } from "./httpchat.js";
 import { KvMap } from "./kvmap.js";
 import { Follower } from "./follow.js";
 import { Sidebar } from "./sidebar.js";
 import { AssistantView, UserView } from "./turnview.js";
-import { currentMode, initSettings, readSettings, systemPrompt } from "./settings.js";
+import { currentMode, initSettings, readChatExtras, readSettings, systemPrompt } from "./settings.js";
 import * as store from "./store.js";
 import { chatHistory, statsText, templatedPrompt } from "./prompts.js";
 
@@ -87,7 +88,7 @@ const sidebar = new Sidebar($("conversations"), {
     refreshSidebar();
   },
   onDelete: (id) => {
-    for (const run of runs.values()) if (run.conv.id === id) { run.conv.deleted = true; sock.cancel(run.id); }
+    for (const run of runs.values()) if (run.conv.id === id) { run.conv.deleted = true; cancelRun(run); }
     if (id === conv?.id) conv.deleted = true;
     store.deleteConversation(id);
     if (id === conv?.id) openConversation(store.listConversations()[0]?.id ?? null);
@@ -208,7 +209,14 @@ function send(text) {
 function startAnswer(c, user) {
   const params = readSettings();
   const beam = params.beam_width > 0;
-  if (user.mode === "chat") params.messages = chatHistory(c, user, systemPrompt()); else params.prompt = user.text;
+  if (user.mode === "chat") {
+    const extras = readChatExtras();
+    if (extras.error) { notice(extras.error); return; }
+    Object.assign(params, extras);
+    params.messages = chatHistory(c, user, systemPrompt(), viaHttp(params));
+  } else {
+    params.prompt = user.text;
+  }
   const count = beam ? 0 : params.n ?? 1;
   const node = store.addNode(c, user.id, {
     role: "assistant", mode: user.mode, chosen: 0, beams: null, stats: "waiting…", error: null,
@@ -261,7 +269,7 @@ function launch(run) {
     follower.contentChanged();
     if (performance.now() - run.lastSave > SAVE_EVERY_MS) { run.lastSave = performance.now(); save(run.conv); }
   };
-  const id = sock.generate(run.params, {
+  const callbacks = {
     onAccepted: (f) => {
       run.promptTokens = f.prompt_tokens;
       if (!run.beam && run.offset === null && f.n !== node.samples.length) {
@@ -286,15 +294,34 @@ function launch(run) {
       views.get(node.id)?.renderBeams(node.beams, false);
       follower.contentChanged();
     },
+    onToolCall: (f) => {
+      run.firstAt ??= performance.now();
+      const s = node.samples[f.index];
+      if (!s) return;
+      s.tool_calls ??= [];
+      if (f.id) s.tool_calls[f.call] = { id: f.id, name: f.name, arguments: "" };
+      if (s.tool_calls[f.call]) s.tool_calls[f.call].arguments += f.arguments;
+      views.get(node.id)?.markDirty(f.index);
+      run.raf ||= requestAnimationFrame(draw);
+    },
     onDone: (f) => end(run, f, null),
     onError: (f) => end(run, null, `${f.code}: ${f.message}`),
-  });
-  if (id === null) { end(run, null, "disconnected: not connected"); return; }
-  run.id = id;
+  };
+  if (viaHttp(run.params)) {
+    run.http = httpChat(run.params, apiKey(), callbacks);
+  } else {
+    const id = sock.generate(run.params, callbacks);
+    if (id === null) { end(run, null, "disconnected: not connected"); return; }
+    run.id = id;
+  }
   runs.set(node.id, run);
   document.body.dataset.streaming = "true";
   refreshActions();
 }
+
+// Tools and answer schemas are OpenAI API fields the WebSocket does not carry.
+const viaHttp = (params) => params.tools !== undefined || params.response_format !== undefined;
+const cancelRun = (run) => (run.http ? run.http.cancel() : sock.cancel(run.id));
 
 const beamOf = (b) => ({ text: b.text, score: b.score, cumulative_logprob: b.cumulative_logprob,
   tokens: b.token_ids.length, finished: b.finished, finish_reason: b.finish_reason });
@@ -341,7 +368,7 @@ function updateButtons() {
   $("stop").disabled = runs.size === 0;
 }
 
-function stopAll() { for (const run of runs.values()) sock.cancel(run.id); }
+function stopAll() { for (const run of runs.values()) cancelRun(run); }
 
 $("composer").addEventListener("submit", (e) => {
   e.preventDefault();

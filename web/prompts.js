@@ -4,7 +4,9 @@ import { chosenText } from "./store.js";
 
 // The chat messages for a user node: the system prompt, then every earlier
 // chat turn on the node's branch with its chosen answer, then the node.
-export function chatHistory(c, user, system) {
+// withTools: an answer's tool calls go along as OpenAI tool_calls (the
+// /v1/chat/completions form; the WebSocket takes role and content only).
+export function chatHistory(c, user, system, withTools = false) {
   const chain = [];
   for (let n = user; n; n = n.parent ? c.nodes[n.parent] : null) chain.unshift(n);
   const messages = [];
@@ -12,7 +14,12 @@ export function chatHistory(c, user, system) {
   for (let i = 0; i < chain.length - 1; i++) {
     const u = chain[i], a = chain[i + 1];
     if (u.role !== "user" || u.mode !== "chat" || a.role !== "assistant" || a.status === "error") continue;
-    messages.push({ role: "user", content: u.text }, { role: "assistant", content: chosenText(a) });
+    const answer = { role: "assistant", content: chosenText(a) };
+    const calls = a.samples?.[a.chosen]?.tool_calls;
+    if (withTools && calls?.length) {
+      answer.tool_calls = calls.map((t) => ({ id: t.id, type: "function", function: { name: t.name, arguments: t.arguments } }));
+    }
+    messages.push({ role: "user", content: u.text }, answer);
   }
   messages.push({ role: "user", content: user.text });
   return messages;

@@ -6,11 +6,31 @@ const $ = (id) => document.getElementById(id);
 const SETTINGS_STORAGE = "pagoda.sampling";
 const NUMBER_FIELDS = ["temperature", "top_p", "top_k", "min_p", "repetition_penalty",
   "max_tokens", "seed", "n", "beam_width"];
-const TEXT_FIELDS = ["stop-strings", "system"];
+const TEXT_FIELDS = ["stop-strings", "system", "tools", "answer-schema", "tool_choice"];
 const CHECK_FIELDS = ["ignore_eos"];
 
 export const currentMode = () => document.querySelector("input[name=mode]:checked").value;
 export const systemPrompt = () => $("system").value.trim();
+
+// The chat-only OpenAI fields of the form: {tools?, tool_choice?,
+// response_format?}, or {error} when a box does not hold the JSON it needs.
+export function readChatExtras() {
+  const out = {};
+  const tools = $("tools").value.trim(), schema = $("answer-schema").value.trim();
+  try {
+    if (tools) {
+      out.tools = JSON.parse(tools);
+      if (!Array.isArray(out.tools)) return { error: "Tools must be a JSON array" };
+      out.tool_choice = $("tool_choice").value;
+    }
+    if (schema) {
+      out.response_format = { type: "json_schema", json_schema: { name: "answer", schema: JSON.parse(schema), strict: true } };
+    }
+  } catch (e) {
+    return { error: `${tools && !out.tools ? "Tools" : "Answer JSON schema"}: ${e.message}` };
+  }
+  return out;
+}
 
 // The generate fields for the form's values (blank = the server's default).
 export function readSettings() {

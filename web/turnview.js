@@ -37,6 +37,18 @@ function branchNav(conv, node, actions) {
   return nav;
 }
 
+// A sample's tool calls: one card per call, the function's name and its
+// arguments (pretty-printed once they parse as JSON).
+function renderToolCalls(box, calls) {
+  box.replaceChildren(...(calls || []).filter(Boolean).map((t) => {
+    const card = element("div", "tool-call");
+    let args = t.arguments;
+    try { args = JSON.stringify(JSON.parse(t.arguments), null, 2); } catch { /* still streaming */ }
+    card.append(element("span", "tool-name", `call ${t.name}`), element("pre", "tool-args", args));
+    return card;
+  }));
+}
+
 export class UserView {
   constructor(conv, node, actions, busy) {
     this.el = element("div", "msg msg-user");
@@ -126,11 +138,13 @@ export class AssistantView {
         head.append(pick);
       }
       const text = element("div", "text md");
-      box.append(head, text);
+      const calls = element("div", "tool-calls");
+      box.append(head, text, calls);
       if (s.finish) box.dataset.finish = s.finish;
       const md = new MarkdownView(text);
       md.update(s.text);
-      return { box, finish, md, text };
+      renderToolCalls(calls, s.tool_calls);
+      return { box, finish, md, text, calls };
     });
     this.grid.replaceChildren(...this.views.map((v) => v.box));
     this.#markChosen();
@@ -152,7 +166,7 @@ export class AssistantView {
   flush() {
     for (const i of this.dirty) {
       const v = this.views[i], s = this.node.samples[i];
-      if (v && s) v.md.update(s.text);
+      if (v && s) { v.md.update(s.text); renderToolCalls(v.calls, s.tool_calls); }
     }
     this.dirty.clear();
   }
