@@ -199,6 +199,8 @@ function refreshActions() {
 
 function send(text) {
   const mode = currentMode();
+  const bad = mode === "chat" ? readChatExtras().error : undefined;
+  if (bad) { notice(bad); return; }
   const last = store.path(conv).at(-1);
   if (conv.roots.length === 0 && conv.title === "New chat") conv.title = text.trim().split("\n")[0].slice(0, 48) || "New chat";
   const user = store.addNode(conv, last ? last.id : null, { role: "user", mode, text });

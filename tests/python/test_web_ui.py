@@ -221,6 +221,33 @@ def test_samples_in_columns_and_beams(page):
     screenshot(page.drv, "beam-answer")
 
 
+def test_tool_calls_show_as_cards(page):
+    """Tools pasted in the settings go out with the chat request (over
+    /v1/chat/completions); the answer's calls appear as cards with the
+    function's name and its arguments, not as <tool_call> markup."""
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]}}}
+    page.open(fresh=True)
+    page.set_settings(tools=json.dumps([weather]), tool_choice="required", temperature=0, max_tokens=60)
+    page.send("What is the weather in Paris?")
+    a = page.wait_answer_done()
+    assert a["status"] == "done", a
+    names = [e.text for e in page.in_last(".tool-call .tool-name")]
+    assert names and all(n == "call get_weather" for n in names), names
+    args = page.in_last(".tool-call .tool-args")[0].text
+    assert "city" in json.loads(args), args
+    assert "<tool_call>" not in a["samples"][0]["text"], a
+    screenshot(page.drv, "tool-calls")
+    page.set_settings(tools="[not json")
+    before = page.count_answers()
+    page.js("document.getElementById('prompt').value = 'Again?'")
+    page.el("#send").click()
+    wait_until(lambda: page.in_last(".notice") or page.js(
+        "return [...document.querySelectorAll('#transcript .notice')].some(n => n.textContent.startsWith('Tools'))"),
+        5, what="the bad tools notice")
+    assert page.count_answers() == before
+
+
 def test_scroll_follow_and_jump_to_latest(page):
     page.open(fresh=True)
     page.set_settings(max_tokens=30, temperature=0, ignore_eos=True)

@@ -64,7 +64,8 @@ class Page:
         checkboxes) the way a user would leave them: with change events."""
         defaults = {"temperature": "0.7", "top_p": "0.95", "top_k": "0", "min_p": "0",
                     "repetition_penalty": "1", "max_tokens": "256", "seed": "", "n": "1",
-                    "beam_width": "0", "stop-strings": "", "system": "", "ignore_eos": False}
+                    "beam_width": "0", "stop-strings": "", "system": "", "ignore_eos": False,
+                    "tools": "", "tool_choice": "auto", "answer-schema": ""}
         defaults.update(values)
         self.js("""
           for (const [id, v] of Object.entries(arguments[0])) {
