@@ -80,9 +80,9 @@ struct EngineOptions : ExecutorOptions {
 // the message's "tool_calls"; tool_call_id and name: set when non-empty.
 struct ChatMessage {
   std::string role, content;
-  std::string tool_calls_json;
-  std::string tool_call_id;
-  std::string name;
+  std::string tool_calls_json = {};  // (default initializers: {role, content} stays a complete aggregate init)
+  std::string tool_call_id = {};
+  std::string name = {};
 };
 
 // One request: prompt_ids when non-empty, else messages (chat template) when

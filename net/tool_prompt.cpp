@@ -84,7 +84,7 @@ void rewrite_tool_messages(std::vector<actors::ChatMessage>& messages, const std
   if (!messages.empty() && messages.front().role == "system") {
     messages.front().content += "\n\n" + preamble(tools);
   } else {
-    messages.insert(messages.begin(), actors::ChatMessage{"system", preamble(tools), {}, {}, {}});
+    messages.insert(messages.begin(), actors::ChatMessage{"system", preamble(tools)});
   }
 }
 
