@@ -49,7 +49,7 @@ class ToolGrammarTest : public ::testing::Test {
     ParsedRequest p = parse_openai_request(
         ApiKind::chat, R"({"messages":[{"role":"user","content":"x"}],)" + kTools + fields + "}", "m");
     EXPECT_FALSE(p.error) << (p.error ? p.error->message : "");
-    auto g = compiler_->compile({model::GrammarKind::structural_tag, tool_structural_tag(format, p.request.tools)});
+    auto g = compiler_->compile({model::GrammarKind::structural_tag, tool_structural_tag(format, p.request.tools), {}, false});
     EXPECT_TRUE(g.ok()) << (g.ok() ? "" : g.error().message);
     if (!g.ok()) return false;
     auto prog = std::make_shared<model::ConstraintProgram>();
