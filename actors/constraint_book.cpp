@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <unordered_set>
 
 namespace pagoda::actors {
 namespace {
@@ -35,13 +36,18 @@ void ConstraintBook::stage(const StepPlan& plan, const std::vector<std::vector<T
                            const std::vector<uint8_t>& bad) {
   staged_ = Staged{};
   errors_.clear();
-  for (const SeqForkOp& f : plan.pre_forks) staged_.pre_forks.emplace_back(f.parent, f.child);
+  // Pre-fork children (beams) of tracked sequences are tracked from this plan on.
+  std::unordered_set<SeqId> children;
+  for (const SeqForkOp& f : plan.pre_forks) {
+    staged_.pre_forks.emplace_back(f.parent, f.child);
+    if (seqs_.count(f.parent) != 0 || children.count(f.parent) != 0) children.insert(f.child);
+  }
   staged_.releases = plan.releases;
   for (size_t i = 0; i < plan.entries.size(); ++i) {
     const PlanEntry& e = plan.entries[i];
     if (i < bad.size() && bad[i]) continue;
     if (e.fresh && e.constraint) staged_.fresh.emplace_back(e.seq, &e);
-    const bool tracked = seqs_.count(e.seq) != 0 || (e.fresh && e.constraint);
+    const bool tracked = seqs_.count(e.seq) != 0 || children.count(e.seq) != 0 || (e.fresh && e.constraint);
     if (tracked && i < tokens.size()) staged_.known.push_back({e.seq, e.num_cached, tokens[i]});
   }
   for (const SeqForkOp& f : plan.forks) staged_.forks.emplace_back(f.parent, f.child);

@@ -114,8 +114,6 @@ struct SamplingOptions {
   Result<void> validate_constraint() const {
     auto bad = [](const std::string& what) { return make_error("sampling options: " + what); };
     using K = OutputConstraint::Kind;
-    const bool constrained = constraint.active() || token_mask.active();
-    if (constrained && beam_width > 0) return bad("structured output is not supported with beam search");
     if (constraint.kind == K::choice && constraint.choices.empty()) return bad("the choice list is empty");
     if ((constraint.kind == K::json_schema || constraint.kind == K::regex || constraint.kind == K::grammar ||
          constraint.kind == K::structural_tag) && constraint.spec.empty()) {

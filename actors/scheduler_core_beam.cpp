@@ -41,6 +41,7 @@ void SchedulerCore::store_beam_sample(SequenceGroup& g, const Sequence& s, const
   std::vector<BeamToken>& c = b.pending[slot];
   c.clear();
   for (size_t i = 0; i < out.top_tokens.size() && i < out.top_logprobs.size(); ++i) {
+    if (out.top_tokens[i] < 0) continue;  // a masked row has fewer candidates (issue 23)
     c.push_back({out.top_tokens[i], out.top_logprobs[i]});
   }
   if (c.empty()) c.push_back({out.token, out.logprob});  // no candidates reported: the greedy token

@@ -247,7 +247,9 @@ struct SamplingRowParams {
   // Token mask (structured output, allowed ids, bad words): with mask_words
   // > 0, token t may be sampled only when bit (t & 31) of the int32 word
   // history[mask_offset + (t >> 5)] is set; the others become -inf after the
-  // bias and the bans (the reported logprobs, kRaw, are unaffected).
+  // bias and the bans, and the row's kRaw logprobs (and top candidates) are
+  // those of the raw logits over the allowed tokens only (vLLM's order: the
+  // grammar's bitmask is applied to the logits before the sampler).
   int64_t mask_offset = 0;
   int32_t mask_words = 0;
 };

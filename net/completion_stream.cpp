@@ -197,6 +197,7 @@ void CompletionStream::on_error(const std::string& message) {
   const bool shutting_down = context_->shutting_down.load();
   const bool lost = actors::is_engine_unavailable(message);
   ApiError error{shutting_down || lost ? 503 : 500, message, {}, lost ? std::string(actors::kEngineUnavailable) : ""};
+  if (actors::is_invalid_request(message)) error = bad_request(message, {});  // e.g. a schema that does not compile
   if (!settings_.stream) {
     responder_->respond(error.status, "application/json", error_json(error));
     return;

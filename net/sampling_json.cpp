@@ -6,6 +6,8 @@
 // integers (beyond int32) are errors naming the field.
 #include "net/sampling_json.hpp"
 
+#include "net/constraint_json.hpp"
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -165,7 +167,7 @@ Result<bool> apply_sampling_field(std::string_view key, element value, actors::S
       "priority", "user"};
   bool known = false;
   for (std::string_view name : kNames) known = known || name == key;
-  if (!known) return false;
+  if (!known) return apply_constraint_field(key, value, options);  // issue 23's fields
   if (value.is_null()) return true;
 
   auto number = apply_number_field(key, value, options);

@@ -140,7 +140,10 @@ class WsSink final : public actors::RequestSink {
     open_->erase(id_, serial_);
     const bool lost = actors::is_engine_unavailable(message);
     channel_->send_text(
-        ws_error_frame(id_, lost ? WsErrorCode::engine_unavailable : WsErrorCode::engine_error, message, true));
+        ws_error_frame(id_, lost                                  ? WsErrorCode::engine_unavailable
+                            : actors::is_invalid_request(message) ? WsErrorCode::bad_request
+                                                                  : WsErrorCode::engine_error,
+                       message, true));
   }
 
  private:

@@ -117,6 +117,20 @@ TEST_F(StructuredEngine, JsonSchemaGreedyAndSampledWithChildren) {
   }
 }
 
+// Beam search: each beam carries its matcher (forked with the beam,
+// rolled back when a sibling's candidate replaces its last token).
+TEST_F(StructuredEngine, BeamsEachFollowTheSchema) {
+  SamplingOptions s = constrained(OutputConstraint::Kind::json_schema, kPerson, 0.0f, 2);
+  s.beam_width = 3;
+  auto res = engine_->generate({chat("Describe a person as JSON.", s)});
+  ASSERT_TRUE(res[0].error.empty()) << res[0].error;
+  ASSERT_EQ(res[0].samples.size(), 2u);
+  for (const SampleResult& b : res[0].samples) {
+    expect_person(b);
+    replay({model::GrammarKind::json_schema, kPerson, {}, false}, b);
+  }
+}
+
 TEST_F(StructuredEngine, ChoiceRegexAndStructuralTag) {
   SamplingOptions c = constrained(OutputConstraint::Kind::choice, "", 1.0f, 4);
   c.constraint.choices = {"red", "green", "blue sky"};

@@ -86,6 +86,7 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool& pool, AttentionS
 struct SamplingScratch {
   struct Worker {
     std::vector<float> z;         // [V] processed logits
+    std::vector<float> masked;    // [V] raw logits with the row's mask applied (masked rows)
     std::vector<int32_t> index;   // [V] survivors / sort order
     std::vector<uint32_t> stamp;  // [V] per-row marks for deduplication
     uint32_t generation = 0;

@@ -186,8 +186,9 @@ int32_t race(const SamplingRowParams& rp, const float* z, float zmax, int32_t n,
 }
 
 // The n best entries of x (value descending, ties by lower index) as logprobs.
+// masked: x is a masked row's (its -inf entries are not candidates: -1).
 void top_candidates(const float* x, int32_t V, double lse, int32_t n, int32_t* tokens,
-                    float* logprobs, int32_t stride) {
+                    float* logprobs, int32_t stride, bool masked) {
   n = std::clamp(n, 0, std::min(stride, V));
   int32_t count = 0;
   for (int32_t i = 0; i < V; ++i) {
@@ -200,7 +201,10 @@ void top_candidates(const float* x, int32_t V, double lse, int32_t n, int32_t* t
     tokens[pos] = i;
     count = std::min(count + 1, n);
   }
-  for (int32_t j = 0; j < n; ++j) logprobs[j] = float(double(x[tokens[j]]) - lse);
+  for (int32_t j = 0; j < n; ++j) {
+    logprobs[j] = float(double(x[tokens[j]]) - lse);
+    if (masked && x[tokens[j]] == kNegInf) tokens[j] = -1;  // fewer candidates than n
+  }
   for (int32_t j = n; j < stride; ++j) {
     tokens[j] = -1;
     logprobs[j] = kNegInf;
@@ -211,6 +215,11 @@ void sample_row(const SamplingParams& p, int32_t r, Worker& w) {
   const SamplingRowParams& rp = p.rows[r];
   const int32_t V = p.vocab_size;
   const float* raw = p.logits + int64_t{r} * V;
+  if (rp.mask_words > 0) {  // a masked row's logprobs: the raw logits over its allowed tokens
+    w.masked.assign(raw, raw + V);
+    apply_mask(p, rp, w.masked.data());
+    raw = w.masked.data();
+  }
   apply_penalties(p, rp, raw, w);
   float* z = w.z.data();
   int32_t token;
@@ -231,7 +240,7 @@ void sample_row(const SamplingParams& p, int32_t r, Worker& w) {
   p.logprobs[r] = float(double(dist[token]) - lse);
   if (p.top_tokens != nullptr) {
     top_candidates(dist, V, lse, rp.num_top_logprobs, p.top_tokens + int64_t{r} * p.top_stride,
-                   p.top_logprobs + int64_t{r} * p.top_stride, p.top_stride);
+                   p.top_logprobs + int64_t{r} * p.top_stride, p.top_stride, rp.mask_words > 0);
   }
 }
 

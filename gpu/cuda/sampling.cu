@@ -188,6 +188,30 @@ __device__ double block_lse(const float* x, int32_t V, Shared& sh) {
   return double(mx) + log(block_mass(x, V, mx, all, sh));
 }
 
+// Whether the row's token mask allows token i (rows without a mask: every token).
+__device__ __forceinline__ bool mask_allows(const SamplingParams& p, const SamplingRowParams& rp, int32_t i) {
+  if (rp.mask_words <= 0) return true;
+  const int32_t w = i >> 5;
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(p.history + rp.mask_offset);
+  return w < rp.mask_words && ((words[w] >> (i & 31)) & 1u) != 0u;
+}
+
+// block_lse over the tokens the row's mask allows.
+__device__ double block_lse_masked(const SamplingParams& p, const SamplingRowParams& rp, const float* x,
+                                   int32_t V, Shared& sh) {
+  float mx = -INFINITY;
+  for (int32_t i = threadIdx.x; i < V; i += kThreads) {
+    if (mask_allows(p, rp, i)) mx = fmaxf(mx, x[i]);
+  }
+  mx = block_reduce(mx, MaxOp{}, -INFINITY, sh.f);
+  if (mx == -INFINITY) return -INFINITY;
+  double m = 0.0;
+  for (int32_t i = threadIdx.x; i < V; i += kThreads) {
+    if (mask_allows(p, rp, i)) m += exp(double(x[i]) - double(mx));
+  }
+  return double(mx) + log(block_reduce(m, SumOp{}, 0.0, sh.d));
+}
+
 __device__ void top_candidates(const SamplingParams& p, const SamplingRowParams& rp,
                                const float* x, double lse, Shared& sh) {
   const int32_t V = p.vocab_size;
@@ -198,14 +222,15 @@ __device__ void top_candidates(const SamplingParams& p, const SamplingRowParams&
   int32_t prev_index = -1;
   for (int32_t j = 0; j < n; ++j) {  // next in (value desc, index asc) order
     const auto after = [&](int32_t i, float v) {
-      return v < prev_value || (v == prev_value && i > prev_index);
+      return (v < prev_value || (v == prev_value && i > prev_index)) && mask_allows(p, rp, i);
     };
     const ArgMax best = block_argmax(x, V, after, sh);
     prev_value = best.value;
     prev_index = best.index;
-    if (threadIdx.x == 0) {
-      tokens[j] = best.index;
-      logprobs[j] = float(double(best.value) - lse);
+    if (threadIdx.x == 0) {  // fewer candidates than n (a masked row): -1 / -inf
+      const bool none = best.index == INT_MAX;
+      tokens[j] = none ? -1 : best.index;
+      logprobs[j] = none ? -INFINITY : float(double(best.value) - lse);
     }
   }
   for (int32_t j = n + threadIdx.x; j < p.top_stride; j += kThreads) {
@@ -232,7 +257,9 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SamplingParams p
   }
   __syncthreads();
   const float* dist = p.logprob_mode == LogprobMode::kRaw ? raw : z;
-  const double lse = block_lse(dist, V, sh);
+  // A masked row's raw logprobs are over its allowed tokens (z already is).
+  const double lse = dist == raw && rp.mask_words > 0 ? block_lse_masked(p, rp, dist, V, sh)
+                                                      : block_lse(dist, V, sh);
   if (threadIdx.x == 0) {
     p.tokens[blockIdx.x] = token;
     p.logprobs[blockIdx.x] = float(double(dist[token]) - lse);
