@@ -13,6 +13,8 @@
 //    function: {name, arguments}}], arguments a JSON string) and legacy
 //    function_call ({name, arguments}); role "tool" with tool_call_id and
 //    content (legacy role "function" with name: a tool message too).
+// Answers always use the tools shape (message.tool_calls), also for a
+// request in the legacy functions form.
 // Each error is a 400 naming the field (param) and the problem.
 // Pure functions; thread-safe.
 #pragma once

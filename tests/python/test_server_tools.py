@@ -151,6 +151,22 @@ def test_tool_result_round_trip(create, server):
     assert "<tool_call>\n{\"name\":\"" + msg.tool_calls[0].function.name in prompt
 
 
+def test_tools_and_response_format(create):
+    """A forced call cannot also obey response_format (400); with auto the
+    response_format constraint wins and the answer is its JSON."""
+    with pytest.raises(openai.BadRequestError) as err:
+        create(messages=ASK, tools=TOOLS, tool_choice="required", response_format={"type": "json_object"},
+               max_tokens=5)
+    assert err.value.body["param"] == "tool_choice"
+    schema = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 20}},
+              "required": ["answer"], "additionalProperties": False}
+    r = create(messages=ASK, tools=TOOLS, max_tokens=60, temperature=0,
+               response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": schema}})
+    choice = r.choices[0]
+    assert choice.finish_reason == "stop" and not choice.message.tool_calls, choice
+    jsonschema.validate(json.loads(choice.message.content), schema)
+
+
 @pytest.mark.parametrize("kwargs,param", [
     (dict(tool_choice="required"), "tool_choice"),
     (dict(tools=TOOLS, tool_choice={"type": "function", "function": {"name": "nope"}}), "tool_choice"),

@@ -248,6 +248,21 @@ def test_tool_calls_show_as_cards(page):
     assert page.count_answers() == before
 
 
+def test_answer_schema_shapes_the_answer(page):
+    """A JSON Schema pasted in the settings goes out as response_format
+    json_schema: the answer is JSON that matches it."""
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                               "sunny": {"type": "boolean"}},
+              "required": ["city", "sunny"], "additionalProperties": False}
+    page.open(fresh=True)
+    page.set_settings(**{"answer-schema": json.dumps(schema), "temperature": 0, "max_tokens": 60})
+    page.send("Is it sunny in Paris?")
+    a = page.wait_answer_done()
+    assert a["status"] == "done" and a["samples"][0]["finish"] == "stop", a
+    answer = json.loads(a["samples"][0]["text"])
+    assert set(answer) == {"city", "sunny"} and isinstance(answer["sunny"], bool), answer
+
+
 def test_scroll_follow_and_jump_to_latest(page):
     page.open(fresh=True)
     page.set_settings(max_tokens=30, temperature=0, ignore_eos=True)
