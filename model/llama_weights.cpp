@@ -189,7 +189,10 @@ class Loader {
 
   // The tensor of `role`, required to have `shape`.
   Result<TensorRef> need(Role role, int32_t layer, std::vector<int64_t> shape) {
-    const std::string name = tensor_name(role, layer);
+    return need_named(tensor_name(role, layer), std::move(shape));
+  }
+
+  Result<TensorRef> need_named(const std::string& name, const std::vector<int64_t>& shape) {
     auto t = file_.find(name);
     if (!t) return t.error();
     if (!t->has_value()) return make_error(file_.path() + ": tensor " + name + " is missing");
@@ -240,26 +243,48 @@ class Loader {
     return buf;
   }
 
+  // The [rows, k] part of every expert e < E of an MoE role: GGUF: slices of
+  // the one 3-D tensor [E, rows, k] (experts outermost: each expert's rows
+  // are contiguous whole blocks; the tensor is checked once); HF: each
+  // expert's own tensor.
+  Result<std::vector<TensorRef>> expert_parts(Role role, int32_t layer, int64_t E, int64_t rows,
+                                              int64_t k) {
+    std::vector<TensorRef> parts;
+    if (!gguf_) {
+      for (int32_t e = 0; e < E; ++e) {
+        auto t = need_named(expert_tensor_name(arch_, false, role, layer, e), {rows, k});
+        if (!t) return t.error();
+        parts.push_back(std::move(t).value());
+      }
+      return parts;
+    }
+    auto all = need(role, layer, {E, rows, k});
+    if (!all) return all.error();
+    const int64_t bytes = gpu::storage_bytes(all->format, rows * k);
+    if ((rows * k) % gpu::block_elems(all->format) != 0) {
+      return make_error(file_.path() + ": tensor " + all->name + ": an expert is not a whole number of blocks");
+    }
+    for (int64_t e = 0; e < E; ++e) {
+      TensorRef t = *all;
+      t.name = all->name + " (expert " + std::to_string(e) + ")";
+      t.shape = {rows, k};
+      t.data = all->data + e * bytes;
+      parts.push_back(std::move(t));
+    }
+    return parts;
+  }
+
   // Rows of several [n_i, k] tensors stacked into one [sum n_i, k] weight, with
   // the biases (if `bias_roles` is non-empty) stacked the same way.
   Result<DeviceLinear> fused(int32_t layer, const std::vector<Role>& roles,
                              const std::vector<int64_t>& rows, int64_t k,
                              const std::vector<Role>& bias_roles) {
     std::vector<TensorRef> parts;
-    int64_t n = 0;
     for (size_t i = 0; i < roles.size(); ++i) {
       auto t = need(roles[i], layer, {rows[i], k});
       if (!t) return t.error();
       parts.push_back(std::move(t).value());
-      n += rows[i];
     }
-    bool mixed = false;
-    for (const TensorRef& t : parts) mixed = mixed || t.format != parts[0].format;
-    for (const TensorRef& t : parts) note_format(t, mixed);
-    std::vector<uint8_t> bytes;
-    std::vector<float> floats;
-    const bool to_q8 = backend_.kind() == gpu::BackendKind::kCpu;
-    const LinearWeight w = stack_rows(parts, n, k, out_.precision, to_q8, bytes, floats);
     std::vector<float> bias;
     for (size_t i = 0; i < bias_roles.size(); ++i) {
       auto t = need(bias_roles[i], layer, {rows[i]});
@@ -267,8 +292,30 @@ class Loader {
       std::vector<float> b = to_f32(t->format, t->data, rows[i]);
       bias.insert(bias.end(), b.begin(), b.end());
     }
-    return place(HostLinear{w, bias.empty() ? nullptr : bias.data(), false},
-                 tensor_name(roles[0], layer));
+    return stack(parts, k, bias, tensor_name(roles[0], layer));
+  }
+
+  // The rows of `parts` ([n_i, k] each) as one [sum n_i, k] weight (+ bias).
+  Result<DeviceLinear> stack(const std::vector<TensorRef>& parts, int64_t k,
+                             const std::vector<float>& bias, const std::string& what) {
+    int64_t n = 0;
+    for (const TensorRef& t : parts) n += t.shape[0];
+    bool mixed = false;
+    for (const TensorRef& t : parts) mixed = mixed || t.format != parts[0].format;
+    for (const TensorRef& t : parts) note_format(t, mixed);
+    std::vector<uint8_t> bytes;
+    std::vector<float> floats;
+    const bool to_q8 = backend_.kind() == gpu::BackendKind::kCpu;
+    const LinearWeight w = stack_rows(parts, n, k, out_.precision, to_q8, bytes, floats);
+    return place(HostLinear{w, bias.empty() ? nullptr : bias.data(), false}, what);
+  }
+
+  // One [n, k] weight (no bias) from its tensor; used in place when allowed.
+  Result<DeviceLinear> single_ref(const TensorRef& t) {
+    note_format(t);
+    const bool aligned = reinterpret_cast<uintptr_t>(t.data) % 4 == 0;
+    return place(HostLinear{LinearWeight{t.format, t.shape[0], t.shape[1], t.data}, nullptr, aligned},
+                 t.name);
   }
 
   // One [n, k] weight; used in place when the backend and format allow it.
@@ -363,6 +410,32 @@ Result<void> load_attention_in(Loader& ld, const Architecture& arch, const Model
   return {};
 }
 
+// MoE: the router [E, H] and per expert e gate|up [2 Ie, H] (gate rows
+// first, as the dense gate_up) and down [H, Ie].
+Result<void> load_moe(Loader& ld, const ModelConfig& c, int32_t l, LlamaLayerWeights& w) {
+  const int64_t H = c.hidden_size, E = c.num_experts, Ie = c.expert_intermediate_size;
+  auto router = ld.single(Role::kRouter, l, E, H);
+  if (!router) return router.error();
+  w.router = std::move(router).value();
+  auto gates = ld.expert_parts(Role::kExpGate, l, E, Ie, H);
+  if (!gates) return gates.error();
+  auto ups = ld.expert_parts(Role::kExpUp, l, E, Ie, H);
+  if (!ups) return ups.error();
+  auto downs = ld.expert_parts(Role::kExpDown, l, E, H, Ie);
+  if (!downs) return downs.error();
+  for (int64_t e = 0; e < E; ++e) {
+    MoeExpertWeights x;
+    auto gate_up = ld.stack({(*gates)[size_t(e)], (*ups)[size_t(e)]}, H, {}, (*gates)[size_t(e)].name);
+    if (!gate_up) return gate_up.error();
+    x.gate_up = std::move(gate_up).value();
+    auto down = ld.single_ref((*downs)[size_t(e)]);
+    if (!down) return down.error();
+    x.down = std::move(down).value();
+    w.experts.push_back(std::move(x));
+  }
+  return {};
+}
+
 Result<LlamaLayerWeights> load_layer(Loader& ld, const Architecture& arch, const ModelConfig& c,
                                      int32_t l) {
   const int64_t H = c.hidden_size, D = c.head_dim, I = c.intermediate_size;
@@ -388,6 +461,10 @@ Result<LlamaLayerWeights> load_layer(Loader& ld, const Architecture& arch, const
     auto post_ffn = ld.norm(Role::kPostFfnNorm, l, H);
     if (!post_ffn) return post_ffn.error();
     w.post_ffn_norm = std::move(post_ffn).value();
+  }
+  if (c.num_experts > 0) {
+    if (auto ok = load_moe(ld, c, l, w); !ok) return ok.error();
+    return w;
   }
   auto gate_up = arch.fused_gate_up ? ld.fused(l, {Role::kGateUp}, {2 * I}, H, {})
                                     : ld.fused(l, {Role::kGate, Role::kUp}, {I, I}, H, {});
@@ -506,6 +583,9 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
   if (options.load_format == LoadFormat::kDummy) {
     auto config = load_model_config(model_path);
     if (!config) return config.error();
+    if (config->num_experts > 0) {
+      return make_error(model_path + ": --load-format dummy does not make mixture-of-experts weights yet");
+    }
     return make_dummy_llama_weights(*config, backend, options);
   }
   auto file = WeightFile::open(model_path);
