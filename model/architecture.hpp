@@ -106,8 +106,8 @@ const Architecture* find_gguf_architecture(std::string_view gguf_name);
 // The description of ModelConfig::architecture (an HF name); nullptr when unknown.
 const Architecture* find_architecture(std::string_view name);
 
-// "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text" (HF) / "llama, qwen2, qwen3,
-// phi3, gemma2, gemma3" (GGUF), for errors.
+// "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, mixtral, qwen3_moe" (HF) /
+// "llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe" (GGUF), for errors.
 std::string supported_hf_architectures();
 std::string supported_gguf_architectures();
 

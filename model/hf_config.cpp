@@ -199,40 +199,6 @@ Result<void> read_hf_flags(const JsonFields& f, const Architecture& arch, ModelC
   return {};
 }
 
-// Mixtral: num_local_experts, num_experts_per_tok, intermediate_size (each
-// expert's), always renormalised. Qwen3-MoE: num_experts (transformers 5
-// saves it as num_local_experts), num_experts_per_tok, moe_intermediate_size,
-// norm_topk_prob (default false); every layer sparse (decoder_sparse_step 1,
-// no mlp_only_layers: dense layers among MoE ones are not supported).
-Result<void> read_hf_moe(const JsonFields& f, const Architecture& arch, ModelConfig& c) {
-  if (arch.moe_names == MoeNames::kNone) return {};
-  const bool mixtral = arch.moe_names == MoeNames::kMixtral;
-  simdjson::dom::element el;
-  const char* count_key = !mixtral && f.lookup("num_experts", el) ? "num_experts" : "num_local_experts";
-  auto experts = f.int32_or(count_key, mixtral ? 8 : 128);
-  auto used = f.int32_or("num_experts_per_tok", mixtral ? 2 : 8);
-  auto size = mixtral ? Result<int32_t>(c.intermediate_size) : f.int32_or("moe_intermediate_size", 768);
-  auto norm = f.boolean_or("norm_topk_prob", mixtral);
-  auto step = f.int32_or("decoder_sparse_step", 1);
-  if (!experts) return experts.error();
-  if (!used) return used.error();
-  if (!size) return size.error();
-  if (!norm) return norm.error();
-  if (!step) return step.error();
-  if (*step != 1) return make_error(f.path() + ": decoder_sparse_step != 1 (dense layers between MoE ones) is not supported");
-  if (f.lookup("mlp_only_layers", el)) {
-    simdjson::dom::array arr;
-    if (el.get(arr) == simdjson::SUCCESS && arr.size() > 0) {
-      return make_error(f.path() + ": mlp_only_layers (dense layers between MoE ones) is not supported");
-    }
-  }
-  c.num_experts = *experts;
-  c.num_experts_used = *used;
-  c.expert_intermediate_size = *size;
-  c.moe_norm_topk_prob = mixtral || *norm;
-  return {};
-}
-
 }  // namespace
 
 Result<ModelConfig> config_from_hf_json(const std::string& path) {

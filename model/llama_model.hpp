@@ -98,6 +98,10 @@ class LlamaModel {
   gpu::Backend& backend() const { return backend_; }
   uint64_t weight_bytes() const { return weights_.device_bytes; }
   const LlamaWeights& weights() const { return weights_; }
+  // MoE models: the router and expert weight bytes read, and the (token,
+  // expert) pairs run, since the last reset_moe_counters() (executor thread).
+  const MoeFfn& moe() const { return moe_; }
+  void reset_moe_counters() { moe_.reset_counters(); }
   uint64_t run_state_bytes() const { return state_.device_bytes(); }
   // Counters of the decode-step graphs; nullptr when they are off.
   const StepGraphStats* graph_stats() const { return graphs_ ? &graphs_->stats() : nullptr; }
@@ -154,11 +158,6 @@ class LlamaModel {
   const Architecture* arch_ = nullptr;  // of config().architecture; set by load
   std::unique_ptr<StepGraphs> graphs_;  // null unless options.step_graphs
   MoeFfn moe_;  // MoE models only: routing and the experts' scratch
- public:
-  // MoE models: the router and expert weight bytes read, and the (token,
-  // expert) pairs run, since the last reset_moe_counters().
-  const MoeFfn& moe() const { return moe_; }
-  void reset_moe_counters() { moe_.reset_counters(); }
 };
 
 }  // namespace pagoda::model

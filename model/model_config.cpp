@@ -242,49 +242,6 @@ Result<void> validate_gemma_fields(const ModelConfig& c) {
   return {};
 }
 
-// The MoE fields (see model_config.hpp); the message only.
-Result<void> validate_moe_fields(const ModelConfig& c) {
-  if (c.num_experts == 0 && c.num_experts_used == 0) return {};
-  if (c.num_experts < 1 || c.num_experts > 1024) return make_error("num_experts must be in [1, 1024]");
-  if (c.num_experts_used < 1 || c.num_experts_used > c.num_experts) {
-    return make_error("num_experts_used " + std::to_string(c.num_experts_used) +
-                      " must be in [1, num_experts " + std::to_string(c.num_experts) + "]");
-  }
-  if (c.expert_intermediate_size <= 0 || c.expert_intermediate_size > kMaxIntermediate) {
-    return make_error("expert_intermediate_size must be in [1, 2^20]");
-  }
-  return {};
-}
-
-// <arch>.expert_count, .expert_used_count, .expert_feed_forward_length (else
-// feed_forward_length: llama's Mixtral files), .expert_weights_norm (else
-// true: llama.cpp's llama and qwen3moe graphs renormalise the top k).
-Result<void> read_gguf_moe(const GgufFile& g, const std::string& p, const Architecture& arch,
-                           ModelConfig& c) {
-  auto experts = gguf_int32_or(g, p + "expert_count", 0);
-  if (!experts) return experts.error();
-  if (*experts == 0) {
-    if (arch.moe_names != MoeNames::kNone) {
-      return make_error(g.path() + ": " + p + "expert_count is missing or 0 (" +
-                        std::string(arch.name) + " is a mixture of experts)");
-    }
-    return {};
-  }
-  auto used = gguf_int32(g, p + "expert_used_count");
-  if (!used) return used.error();
-  auto ff = gguf_int32_or(g, p + "expert_feed_forward_length", c.intermediate_size);
-  if (!ff) return ff.error();
-  c.num_experts = *experts;
-  c.num_experts_used = *used;
-  c.expert_intermediate_size = *ff;
-  c.moe_norm_topk_prob = true;
-  if (const GgufValue* v = g.find(p + "expert_weights_norm"); v != nullptr) {
-    if (v->type != GgufValueType::kBool) return make_error(g.path() + ": " + p + "expert_weights_norm is not a bool");
-    c.moe_norm_topk_prob = v->u != 0;
-  }
-  return {};
-}
-
 }  // namespace
 
 const char* rope_scaling_name(RopeScalingType type) {

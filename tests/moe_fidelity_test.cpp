@@ -10,6 +10,8 @@
 // top-k probabilities not renormalised). Also: the bytes of weights a decode
 // step reads (only the chosen experts), and the CUDA backend's refusal.
 #include <gtest/gtest.h>
+#include <simdjson.h>
+
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +27,8 @@
 #include "llama_test_util.hpp"
 #include "model/llama_model.hpp"
 #include "model/model_config.hpp"
+#include "model/model_inspect.hpp"
+#include "model/gguf_file.hpp"
 #include "model/moe_ffn.hpp"
 
 namespace pagoda {
@@ -212,6 +216,37 @@ TEST(MoeBytes, DecodeReadsOnlyTheChosenExperts) {
   }
 }
 
+// `pagoda inspect`: the expert layout, the quant mix of the expert groups and
+// the bytes a decode token reads (every non-expert tensor, the tied
+// embedding as lm_head, 2 of the 4 experts), from the file's own tensor sizes.
+TEST(MoeInspect, ShowsExpertLayoutQuantMixAndBytesPerToken) {
+  const std::string path = gguf_path("tiny-qwen3moe", "q4_k_m");
+  auto text = model::inspect_model_json(path);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  simdjson::dom::parser parser;
+  simdjson::dom::element j = parser.parse(*text);
+  EXPECT_EQ(std::string_view(j["quant_mix"]["ffn_gate_exps"]), "Q4_K x2");
+  EXPECT_EQ(std::string_view(j["quant_mix"]["ffn_gate_inp"]), "F32 x2");
+  auto g = model::GgufFile::open(path);
+  ASSERT_TRUE(g.ok());
+  uint64_t experts = 0, other = 0;
+  for (const model::GgufTensorInfo& t : g->tensors()) {
+    (t.name.find("_exps.") != std::string::npos ? experts : other) += t.nbytes;
+  }
+  simdjson::dom::element moe = j["moe"];
+  EXPECT_EQ(int64_t(moe["num_experts"]), 4);
+  EXPECT_EQ(int64_t(moe["num_experts_used"]), 2);
+  EXPECT_EQ(uint64_t(int64_t(moe["expert_bytes"])), experts);
+  EXPECT_EQ(uint64_t(int64_t(moe["decode_bytes_per_token"])), other + experts / 2);
+  std::printf("%s", text->c_str());
+  // HF: one group per projection for all experts.
+  auto hf = model::inspect_model_json(test::logits_data("tiny-mixtral"));
+  ASSERT_TRUE(hf.ok()) << hf.error().message;
+  simdjson::dom::element h = parser.parse(*hf);
+  EXPECT_EQ(std::string_view(h["quant_mix"]["block_sparse_moe.experts.w1"]), "F32 x8");
+  EXPECT_TRUE(bool(h["moe"]["norm_topk_prob"]));
+}
+
 TEST(MoeBackend, CudaRefusesMoeNamingWhatIsMissing) {
   auto c = model::load_model_config(test::logits_data("tiny-mixtral"));
   ASSERT_TRUE(c.ok());
@@ -219,6 +254,15 @@ TEST(MoeBackend, CudaRefusesMoeNamingWhatIsMissing) {
   ASSERT_FALSE(ok.ok());
   EXPECT_NE(ok.error().message.find("mixture-of-experts"), std::string::npos) << ok.error().message;
   EXPECT_TRUE(model::check_backend_support(*c, gpu::BackendKind::kCpu).ok());
+}
+
+TEST(MoeBackend, DummyWeightsAreRefusedWithAClearError) {
+  auto backend = test::cpu_backend();
+  model::LoadOptions o;
+  o.load_format = model::LoadFormat::kDummy;
+  auto m = model::LlamaModel::load(test::logits_data("tiny-qwen3moe"), *backend, o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("mixture-of-experts"), std::string::npos) << m.error().message;
 }
 
 }  // namespace
