@@ -46,7 +46,10 @@ Makes, under tests/data/logits/:
                        ffn_{gate,up,down}_exps, Mixtral as arch "llama") and as
                        llama-quantize (--llama-quantize) makes Q8_0 and Q4_K_M
                        of that F32 file (committed: a few hundred KB to 1.5 MB);
-  tiny-<moe>-{q8_0,q4_k_m}-dequant.json  HF's logits of the weights those
+  moe-gguf/tiny-qwen3moe-mix{a,b,c}.gguf  Q8_0 files whose expert tensors
+                       take, layer by layer, Q2_K, Q3_K, Q4_0, Q4_1 / Q5_K,
+                       Q6_K, Q5_1, IQ4_NL / IQ4_XS, BF16, F16, Q5_0 (MIXES)
+  tiny-<moe>-<variant>-dequant.json  HF's logits of the weights those
                        quantized files hold (dequantized by the gguf package,
                        llama's Q/K un-permuted, experts split), the reference
                        that isolates Pagoda's reading of the files from the
@@ -141,11 +144,33 @@ def check_routing(name, model, seqs):
         assert min(counts) > 0, f"{name}: layer {layer} leaves an expert unused"
 
 
-def quantize(f32, quantizer, name, out_dir):
+# Files whose expert tensors, layer by layer, take every other supported type
+# (the rest Q8_0): with q8_0 and q4_k_m (Q4_K, Q5_0, Q8_0) and the F32 file,
+# every type the loader supports appears in an expert tensor.
+MIXES = {
+    "mixa": {"blk.0.ffn_(gate|up)_exps": "q2_k", "blk.1.ffn_(gate|up)_exps": "q3_k",
+             "blk.0.ffn_down_exps": "q4_0", "blk.1.ffn_down_exps": "q4_1"},
+    "mixb": {"blk.0.ffn_(gate|up)_exps": "q5_k", "blk.1.ffn_(gate|up)_exps": "q6_k",
+             "blk.0.ffn_down_exps": "q5_1", "blk.1.ffn_down_exps": "iq4_nl"},
+    "mixc": {"blk.0.ffn_(gate|up)_exps": "iq4_xs", "blk.1.ffn_(gate|up)_exps": "bf16",
+             "blk.0.ffn_down_exps": "f16", "blk.1.ffn_down_exps": "q5_0"},
+}
+
+
+def quantize(f32, quantizer, name, out_dir, mixes):
+    """The variants' names: q8_0, q4_k_m and (mixes) the MIXES."""
+    made = []
     for qtype in ("Q8_0", "Q4_K_M"):
         dst = out_dir / f"{name}-{qtype.lower()}.gguf"
         subprocess.run([str(quantizer), str(f32), str(dst), qtype], check=True,
                        stdout=subprocess.DEVNULL)
+        made.append(qtype.lower())
+    for mix, types in (MIXES.items() if mixes else []):
+        args = sum((["--tensor-type", pattern.replace(".", r"\.") + "=" + t] for pattern, t in types.items()), [])
+        subprocess.run([str(quantizer), *args, str(f32), str(out_dir / f"{name}-{mix}.gguf"), "Q8_0"],
+                       check=True, stdout=subprocess.DEVNULL)
+        made.append(mix)
+    return made
 
 
 def hf_name_of(gguf_name, mixtral):
@@ -203,7 +228,7 @@ def dequantized_logits(d, gguf_file, model_cls, seqs, out_json):
     out_json.write_text(json.dumps({"sequences": logits_of(model, seqs)}) + "\n")
 
 
-def tiny_moe(name, model, llama_cpp, quantizer, extra=None):
+def tiny_moe(name, model, llama_cpp, quantizer, extra=None, mixes=False):
     """An MoE model: HF dir + logits, the F32 GGUF and its quantized variants."""
     d = tiny(name, model)
     seqs = [s["ids"] for s in json.loads((OUT / f"{name}.json").read_text())["sequences"]]
@@ -221,10 +246,9 @@ def tiny_moe(name, model, llama_cpp, quantizer, extra=None):
     f32 = gdir / f"{name}-f32.gguf"
     subprocess.run([sys.executable, "-c", CONVERT, str(llama_cpp), str(d), "--outtype", "f32",
                     "--outfile", str(f32)], check=True)
-    quantize(f32, quantizer, name, gdir)
-    for qtype in ("q8_0", "q4_k_m"):
-        dequantized_logits(d, gdir / f"{name}-{qtype}.gguf", type(model), seqs,
-                           OUT / f"{name}-{qtype}-dequant.json")
+    for variant in quantize(f32, quantizer, name, gdir, mixes):
+        dequantized_logits(d, gdir / f"{name}-{variant}.gguf", type(model), seqs,
+                           OUT / f"{name}-{variant}-dequant.json")
 
 
 def tiny(name, model):
@@ -344,7 +368,7 @@ def main():
                               norm_topk_prob=True, rope_theta=1000000.0)
     if want("tiny-qwen3moe"):
         tiny_moe("tiny-qwen3moe", Qwen3MoeForCausalLM(qwen3moe), a.llama_cpp, a.llama_quantize,
-                 extra=("norm_topk_prob", False))
+                 extra=("norm_topk_prob", False), mixes=True)
 
 
 if __name__ == "__main__":
