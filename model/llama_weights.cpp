@@ -211,9 +211,6 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
   if (options.load_format == LoadFormat::kDummy) {
     auto config = load_model_config(model_path);
     if (!config) return config.error();
-    if (config->num_experts > 0) {
-      return make_error(model_path + ": --load-format dummy does not make mixture-of-experts weights yet");
-    }
     return make_dummy_llama_weights(*config, backend, options);
   }
   auto file = WeightFile::open(model_path);
