@@ -14,6 +14,8 @@
 
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -256,6 +258,65 @@ TEST(MoeBytes, DecodeReadsOnlyTheChosenExperts) {
 // `pagoda inspect`: the expert layout, the quant mix of the expert groups and
 // the bytes a decode token reads (every non-expert tensor, the tied
 // embedding as lm_head, 2 of the 4 experts), from the file's own tensor sizes.
+// Opt-in measurement (skips without PAGODA_MOE_CONFIG, an HF directory or
+// config.json of an MoE model, e.g. Qwen3-30B-A3B's shape): dummy Q4_0
+// weights, a 32-token prefill, then 8 one-token decode steps; prints the
+// weight bytes a decode step reads (the dense weights, counted once, plus
+// the router and expert bytes MoeFfn counted) against all the weights, and
+// the median decode step time (wall clock; noisy on a shared machine).
+TEST(MoeBytes, DecodeBytesPerTokenOfAConfig) {
+  const char* config = std::getenv("PAGODA_MOE_CONFIG");
+  if (config == nullptr) GTEST_SKIP() << "set PAGODA_MOE_CONFIG to an MoE config.json / HF directory";
+  auto backend = test::cpu_backend();
+  model::LoadOptions o;
+  o.load_format = model::LoadFormat::kDummy;
+  o.dummy_dtype = model::DummyDtype::kQ4_0;
+  o.max_num_batched_tokens = 64;
+  o.max_num_seqs = 4;
+  o.max_model_len = 256;
+  o.max_logits_rows = 64;
+  auto m = model::LlamaModel::load(config, *backend, o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  const model::ModelConfig& c = (*m)->config();
+  uint64_t moe_all = 0;
+  for (const model::LlamaLayerWeights& lw : (*m)->weights().layers) {
+    moe_all += model::linear_weight_bytes(lw.router);
+    for (const model::MoeExpertWeights& x : lw.experts) {
+      moe_all += model::linear_weight_bytes(x.gate_up) + model::linear_weight_bytes(x.down);
+    }
+  }
+  // The embedding table is gathered (one row per token), not read whole.
+  const uint64_t embed = uint64_t(c.vocab_size) * uint64_t(c.hidden_size) * sizeof(float);
+  const uint64_t dense = (*m)->weight_bytes() - moe_all - embed;
+  auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8);
+  ASSERT_TRUE(cache.ok());
+  std::vector<int32_t> ids(32);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i * 7919 % size_t(c.vocab_size));
+  const std::vector<int32_t> blocks = test::sequential_blocks(64, 16);
+  (void)test::run_sequence(**m, *cache, ids, blocks, 32);
+  std::vector<double> ms;
+  std::vector<float> out(size_t(c.vocab_size));
+  uint64_t moe_read = 0;
+  for (int32_t step = 0; step < 8; ++step) {
+    model::ForwardBatch b;
+    b.clear(int32_t(blocks.size()));
+    const int32_t next = (step * 31 + 5) % c.vocab_size;
+    b.add_sequence(std::span<const int32_t>(&next, 1), 32 + step, blocks, 16, true);
+    (*m)->reset_moe_counters();
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE((*m)->forward(b, *cache, out.data()).ok());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    moe_read = std::max(moe_read, (*m)->moe().bytes_read());
+    EXPECT_EQ((*m)->moe().pairs_run(), int64_t(c.num_experts_used) * c.num_layers);
+  }
+  std::sort(ms.begin(), ms.end());
+  std::printf("%s: %d layers, %d experts, top %d: decode step reads %.1f MB (dense %.1f + router/experts %.1f) "
+              "of %.1f MB of weights (%.1f MB of them router/experts); median step %.1f ms (min %.1f)\n",
+              config, c.num_layers, c.num_experts, c.num_experts_used, double(dense + moe_read) / 1e6,
+              double(dense) / 1e6, double(moe_read) / 1e6, double(dense + moe_all) / 1e6, double(moe_all) / 1e6,
+              ms[ms.size() / 2], ms[0]);
+}
+
 TEST(MoeInspect, ShowsExpertLayoutQuantMixAndBytesPerToken) {
   const std::string path = gguf_path("tiny-qwen3moe", "q4_k_m");
   auto text = model::inspect_model_json(path);
