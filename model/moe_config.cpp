@@ -15,7 +15,8 @@ Result<int32_t> int_or(const GgufFile& g, const std::string& key, int32_t fallba
   if (!g.find(key)) return fallback;
   auto v = g.get_int(key);
   if (!v) return v.error();
-  if (*v < 0 || *v > kInt32Max) return make_error(g.path() + ": metadata key '" + key + "' is out of range");
+  if (*v < 0 || *v > kInt32Max)
+    return make_error(g.path() + ": metadata key '" + key + "' is out of range");
   return int32_t(*v);
 }
 
@@ -24,7 +25,8 @@ Result<int32_t> int_or(const GgufFile& g, const std::string& key, int32_t fallba
 // The MoE fields (see model_config.hpp); the message only.
 Result<void> validate_moe_fields(const ModelConfig& c) {
   if (c.num_experts == 0 && c.num_experts_used == 0) return {};
-  if (c.num_experts < 1 || c.num_experts > 1024) return make_error("num_experts must be in [1, 1024]");
+  if (c.num_experts < 1 || c.num_experts > 1024)
+    return make_error("num_experts must be in [1, 1024]");
   if (c.num_experts_used < 1 || c.num_experts_used > c.num_experts) {
     return make_error("num_experts_used " + std::to_string(c.num_experts_used) +
                       " must be in [1, num_experts " + std::to_string(c.num_experts) + "]");
@@ -61,7 +63,8 @@ Result<void> read_gguf_moe(const GgufFile& g, const std::string& p, const Archit
   c.expert_intermediate_size = *ff;
   c.moe_norm_topk_prob = true;
   if (const GgufValue* v = g.find(p + "expert_weights_norm"); v != nullptr) {
-    if (v->type != GgufValueType::kBool) return make_error(g.path() + ": " + p + "expert_weights_norm is not a bool");
+    if (v->type != GgufValueType::kBool)
+      return make_error(g.path() + ": " + p + "expert_weights_norm is not a bool");
     c.moe_norm_topk_prob = v->u != 0;
   }
   return {};
@@ -76,10 +79,12 @@ Result<void> read_hf_moe(const JsonFields& f, const Architecture& arch, ModelCon
   if (arch.moe_names == MoeNames::kNone) return {};
   const bool mixtral = arch.moe_names == MoeNames::kMixtral;
   simdjson::dom::element el;
-  const char* count_key = !mixtral && f.lookup("num_experts", el) ? "num_experts" : "num_local_experts";
+  const char* count_key =
+      !mixtral && f.lookup("num_experts", el) ? "num_experts" : "num_local_experts";
   auto experts = f.int32_or(count_key, mixtral ? 8 : 128);
   auto used = f.int32_or("num_experts_per_tok", mixtral ? 2 : 8);
-  auto size = mixtral ? Result<int32_t>(c.intermediate_size) : f.int32_or("moe_intermediate_size", 768);
+  auto size =
+      mixtral ? Result<int32_t>(c.intermediate_size) : f.int32_or("moe_intermediate_size", 768);
   auto norm = f.boolean_or("norm_topk_prob", mixtral);
   auto step = f.int32_or("decoder_sparse_step", 1);
   if (!experts) return experts.error();
@@ -87,11 +92,14 @@ Result<void> read_hf_moe(const JsonFields& f, const Architecture& arch, ModelCon
   if (!size) return size.error();
   if (!norm) return norm.error();
   if (!step) return step.error();
-  if (*step != 1) return make_error(f.path() + ": decoder_sparse_step != 1 (dense layers between MoE ones) is not supported");
+  if (*step != 1)
+    return make_error(
+        f.path() + ": decoder_sparse_step != 1 (dense layers between MoE ones) is not supported");
   if (f.lookup("mlp_only_layers", el)) {
     simdjson::dom::array arr;
     if (el.get(arr) == simdjson::SUCCESS && arr.size() > 0) {
-      return make_error(f.path() + ": mlp_only_layers (dense layers between MoE ones) is not supported");
+      return make_error(f.path() +
+                        ": mlp_only_layers (dense layers between MoE ones) is not supported");
     }
   }
   c.num_experts = *experts;

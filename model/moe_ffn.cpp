@@ -25,7 +25,7 @@ void route_topk(const float* logits, int32_t T, int32_t E, int32_t k, bool norm_
     for (int32_t e = 0; e < E; ++e) sum += (r.probs[size_t(e)] = std::exp(l[e] - mx));
     for (int32_t e = 0; e < E; ++e) r.probs[size_t(e)] /= sum;
     int32_t* ch = &r.chosen[size_t(t) * size_t(k)];  // [k]
-    for (int32_t j = 0; j < k; ++j) {  // selection: k is small (2..8)
+    for (int32_t j = 0; j < k; ++j) {                // selection: k is small (2..8)
       int32_t best = -1;
       for (int32_t e = 0; e < E; ++e) {
         if (std::find(ch, ch + j, e) != ch + j) continue;
@@ -73,10 +73,11 @@ Result<MoeFfn> MoeFfn::create(gpu::Backend& backend, const ModelConfig& c, int32
   m.norm_topk_ = c.moe_norm_topk_prob;
   m.max_tokens_ = max_tokens;
   const size_t T = size_t(max_tokens);
-  const std::pair<gpu::DeviceBuffer*, size_t> bufs[] = {
-      {&m.logits_, T * size_t(c.num_experts)}, {&m.gathered_, T * size_t(c.hidden_size)},
-      {&m.gate_up_, T * 2 * size_t(m.inter_)}, {&m.act_, T * size_t(m.inter_)},
-      {&m.out_, T * size_t(c.hidden_size)}};
+  const std::pair<gpu::DeviceBuffer*, size_t> bufs[] = {{&m.logits_, T * size_t(c.num_experts)},
+                                                        {&m.gathered_, T * size_t(c.hidden_size)},
+                                                        {&m.gate_up_, T * 2 * size_t(m.inter_)},
+                                                        {&m.act_, T * size_t(m.inter_)},
+                                                        {&m.out_, T * size_t(c.hidden_size)}};
   for (const auto& [buf, floats] : bufs) {
     auto b = backend.allocate(floats * sizeof(float));
     if (!b) return make_error("mixture of experts scratch: " + b.error().message);
@@ -100,7 +101,8 @@ Result<void> MoeFfn::run_expert(gpu::Backend& backend, const MoeExpertWeights& e
   const int64_t H = hidden_;
   float* xg = gathered_.as<float>();  // [n, H]
   for (int32_t i = 0; i < n; ++i) {
-    std::memcpy(xg + i * H, x + int64_t(routing_.tokens[size_t(begin + i)]) * H, size_t(H) * sizeof(float));
+    std::memcpy(xg + i * H, x + int64_t(routing_.tokens[size_t(begin + i)]) * H,
+                size_t(H) * sizeof(float));
   }
   float* gu = gate_up_.as<float>();  // [n, 2 Ie]
   float* act = act_.as<float>();     // [n, Ie]
@@ -112,7 +114,7 @@ Result<void> MoeFfn::run_expert(gpu::Backend& backend, const MoeExpertWeights& e
   for (int32_t i = 0; i < n; ++i) {
     const float w = routing_.weights[size_t(begin + i)];
     float* dst = y + int64_t(routing_.tokens[size_t(begin + i)]) * H;  // [H]
-    const float* src = yo + i * H;                                       // [H]
+    const float* src = yo + i * H;                                     // [H]
     for (int64_t h = 0; h < H; ++h) dst[h] += w * src[h];
   }
   bytes_read_ += linear_weight_bytes(ex.gate_up) + linear_weight_bytes(ex.down);
@@ -123,18 +125,21 @@ Result<void> MoeFfn::run_expert(gpu::Backend& backend, const MoeExpertWeights& e
 Result<void> MoeFfn::forward(gpu::Backend& backend, const LlamaLayerWeights& w, const float* x,
                              float* y, int32_t T) {
   if (T > max_tokens_ || int32_t(w.experts.size()) != num_experts_) {
-    return make_error("mixture of experts: more tokens than the scratch holds, or a layer without experts");
+    return make_error(
+        "mixture of experts: more tokens than the scratch holds, or a layer without experts");
   }
   if (T == 0) return {};
   float* logits = logits_.as<float>();  // [T, E]
-  if (auto ok = backend.matmul({x, hidden_, w.router.weight, w.router.bias_ptr(), logits, T}); !ok) {
+  if (auto ok = backend.matmul({x, hidden_, w.router.weight, w.router.bias_ptr(), logits, T});
+      !ok) {
     return ok;
   }
   bytes_read_ += linear_weight_bytes(w.router);
   route_topk(logits, T, num_experts_, used_, norm_topk_, routing_);
   std::memset(y, 0, size_t(T) * size_t(hidden_) * sizeof(float));
   for (int32_t e = 0; e < num_experts_; ++e) {
-    if (routing_.offsets[size_t(e) + 1] == routing_.offsets[size_t(e)]) continue;  // not chosen: not read
+    if (routing_.offsets[size_t(e) + 1] == routing_.offsets[size_t(e)])
+      continue;  // not chosen: not read
     if (auto ok = run_expert(backend, w.experts[size_t(e)], e, x, y); !ok) return ok;
   }
   return {};

@@ -60,7 +60,8 @@ class MoeFfn {
   MoeFfn() = default;
   // Scratch for up to max_tokens rows; an Error when the backend is not
   // host-accessible or an allocation fails.
-  static Result<MoeFfn> create(gpu::Backend& backend, const ModelConfig& config, int32_t max_tokens);
+  static Result<MoeFfn> create(gpu::Backend& backend, const ModelConfig& config,
+                               int32_t max_tokens);
 
   // y [T, H] := the MoE MLP of x [T, H] (rows H apart, backend memory; y must
   // not overlap x) with layer weights w (router + experts). T <= max_tokens.
@@ -71,7 +72,10 @@ class MoeFfn {
   // reset, and the (token, expert) pairs it ran.
   uint64_t bytes_read() const { return bytes_read_; }
   int64_t pairs_run() const { return pairs_run_; }
-  void reset_counters() { bytes_read_ = 0; pairs_run_ = 0; }
+  void reset_counters() {
+    bytes_read_ = 0;
+    pairs_run_ = 0;
+  }
   const MoeRouting& last_routing() const { return routing_; }
 
  private:

@@ -18,7 +18,8 @@ Result<void> load_moe(Loader& ld, const ModelConfig& c, int32_t l, LlamaLayerWei
   if (!downs) return downs.error();
   for (int64_t e = 0; e < E; ++e) {
     MoeExpertWeights x;
-    auto gate_up = ld.stack({(*gates)[size_t(e)], (*ups)[size_t(e)]}, H, {}, (*gates)[size_t(e)].name);
+    auto gate_up =
+        ld.stack({(*gates)[size_t(e)], (*ups)[size_t(e)]}, H, {}, (*gates)[size_t(e)].name);
     if (!gate_up) return gate_up.error();
     x.gate_up = std::move(gate_up).value();
     auto down = ld.single_ref((*downs)[size_t(e)]);

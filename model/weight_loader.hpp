@@ -261,7 +261,8 @@ class Loader {
     if (!all) return all.error();
     const int64_t bytes = gpu::storage_bytes(all->format, rows * k);
     if ((rows * k) % gpu::block_elems(all->format) != 0) {
-      return make_error(file_.path() + ": tensor " + all->name + ": an expert is not a whole number of blocks");
+      return make_error(file_.path() + ": tensor " + all->name +
+                        ": an expert is not a whole number of blocks");
     }
     for (int64_t e = 0; e < E; ++e) {
       TensorRef t = *all;

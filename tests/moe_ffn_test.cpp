@@ -24,18 +24,19 @@ namespace {
 using model::MoeRouting;
 
 // The reference: per token, the k (expert, weight) pairs, by descending p.
-std::vector<std::vector<std::pair<int32_t, double>>> reference_routes(const std::vector<float>& logits,
-                                                                      int32_t T, int32_t E, int32_t k,
-                                                                      bool norm) {
+std::vector<std::vector<std::pair<int32_t, double>>> reference_routes(
+    const std::vector<float>& logits, int32_t T, int32_t E, int32_t k, bool norm) {
   std::vector<std::vector<std::pair<int32_t, double>>> out(static_cast<size_t>(T));
   for (int32_t t = 0; t < T; ++t) {
     std::vector<double> p(static_cast<size_t>(E));
     double mx = -1e300, sum = 0;
     for (int32_t e = 0; e < E; ++e) mx = std::max(mx, double(logits[size_t(t * E + e)]));
-    for (int32_t e = 0; e < E; ++e) sum += p[size_t(e)] = std::exp(double(logits[size_t(t * E + e)]) - mx);
+    for (int32_t e = 0; e < E; ++e)
+      sum += p[size_t(e)] = std::exp(double(logits[size_t(t * E + e)]) - mx);
     std::vector<int32_t> order(static_cast<size_t>(E));
     std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return p[size_t(a)] > p[size_t(b)]; });
     double top = 0;
     for (int32_t j = 0; j < k; ++j) top += p[size_t(order[size_t(j)])] / sum;
     for (int32_t j = 0; j < k; ++j) {
@@ -65,7 +66,9 @@ TEST(MoeRoute, TopkAndNormalisationMatchADirectReference) {
         for (int32_t e = 0; e < E; ++e) {
           ASSERT_LE(r.offsets[size_t(e)], r.offsets[size_t(e + 1)]);
           for (int32_t i = r.offsets[size_t(e)]; i < r.offsets[size_t(e + 1)]; ++i) {
-            if (i > r.offsets[size_t(e)]) EXPECT_LT(r.tokens[size_t(i - 1)], r.tokens[size_t(i)]);
+            if (i > r.offsets[size_t(e)]) {
+              EXPECT_LT(r.tokens[size_t(i - 1)], r.tokens[size_t(i)]);
+            }
             got[size_t(r.tokens[size_t(i)])].push_back({e, r.weights[size_t(i)]});
           }
         }
@@ -75,11 +78,15 @@ TEST(MoeRoute, TopkAndNormalisationMatchADirectReference) {
           ASSERT_EQ(got[size_t(t)].size(), size_t(k)) << "E " << E << " k " << k << " token " << t;
           double sum = 0;
           for (int32_t j = 0; j < k; ++j) {
-            EXPECT_EQ(got[size_t(t)][size_t(j)].first, want[size_t(j)].first) << "E " << E << " k " << k;
-            EXPECT_NEAR(got[size_t(t)][size_t(j)].second, want[size_t(j)].second, 1e-6) << "E " << E << " k " << k;
+            EXPECT_EQ(got[size_t(t)][size_t(j)].first, want[size_t(j)].first)
+                << "E " << E << " k " << k;
+            EXPECT_NEAR(got[size_t(t)][size_t(j)].second, want[size_t(j)].second, 1e-6)
+                << "E " << E << " k " << k;
             sum += got[size_t(t)][size_t(j)].second;
           }
-          if (norm) EXPECT_NEAR(sum, 1.0, 1e-6);
+          if (norm) {
+            EXPECT_NEAR(sum, 1.0, 1e-6);
+          }
         }
       }
     }
@@ -130,7 +137,8 @@ struct Rig {
     std::vector<uint8_t> q = quant ? test::quantize_q5_0(w) : std::vector<uint8_t>();
     gpu::LinearWeight lw{quant ? gpu::WeightFormat::Q5_0 : gpu::WeightFormat::F32, n, kk,
                          quant ? static_cast<const void*>(q.data()) : w.data()};
-    auto d = model::upload_linear_weight(*backend, {lw, nullptr, false}, model::WeightPrecision::kQuantized);
+    auto d = model::upload_linear_weight(*backend, {lw, nullptr, false},
+                                         model::WeightPrecision::kQuantized);
     EXPECT_TRUE(d.ok()) << d.error().message;
     return std::move(d).value();
   }
@@ -157,7 +165,8 @@ std::vector<double> formula(const Rig& rig, const std::vector<float>& x, int32_t
   for (int32_t t = 0; t < T; ++t) {
     for (int32_t e = 0; e < E; ++e) {
       double s = 0;
-      for (int32_t h = 0; h < H; ++h) s += double(x[size_t(t * H + h)]) * rig.router[size_t(e * H + h)];
+      for (int32_t h = 0; h < H; ++h)
+        s += double(x[size_t(t * H + h)]) * rig.router[size_t(e * H + h)];
       logits[size_t(t * E + e)] = float(s);
     }
   }
@@ -176,7 +185,8 @@ std::vector<double> formula(const Rig& rig, const std::vector<float>& x, int32_t
       }
       for (int32_t h = 0; h < H; ++h) {
         double s = 0;
-        for (int32_t i = 0; i < Ie; ++i) s += double(rig.down[size_t(e)][size_t(h * Ie + i)]) * act[size_t(i)];
+        for (int32_t i = 0; i < Ie; ++i)
+          s += double(rig.down[size_t(e)][size_t(h * Ie + i)]) * act[size_t(i)];
         y[size_t(t * H + h)] += w * s;
       }
     }
@@ -194,16 +204,21 @@ TEST(MoeFfn, GroupedDispatchEqualsPerTokenReference) {
     const std::vector<float> y = rig.run(x, T, *moe);
     EXPECT_EQ(moe->pairs_run(), int64_t(T) * Rig::k);
     std::vector<int32_t> used(Rig::E, 0);
-    for (int32_t e = 0; e < Rig::E; ++e) used[size_t(e)] = moe->last_routing().offsets[size_t(e + 1)] - moe->last_routing().offsets[size_t(e)];
-    EXPECT_GE(std::count_if(used.begin(), used.end(), [](int32_t n) { return n > 1; }), 3) << "routes spread";
+    for (int32_t e = 0; e < Rig::E; ++e)
+      used[size_t(e)] =
+          moe->last_routing().offsets[size_t(e + 1)] - moe->last_routing().offsets[size_t(e)];
+    EXPECT_GE(std::count_if(used.begin(), used.end(), [](int32_t n) { return n > 1; }), 3)
+        << "routes spread";
     const std::vector<double> ref = formula(rig, x, T);
     double worst_alone = 0, worst_formula = 0, scale = 0;
     for (int32_t t = 0; t < T; ++t) {
       const std::vector<float> row(x.begin() + t * H, x.begin() + (t + 1) * H);
       const std::vector<float> alone = rig.run(row, 1, *moe);
       for (int32_t h = 0; h < H; ++h) {
-        worst_alone = std::max(worst_alone, double(std::fabs(alone[size_t(h)] - y[size_t(t * H + h)])));
-        worst_formula = std::max(worst_formula, std::fabs(ref[size_t(t * H + h)] - y[size_t(t * H + h)]));
+        worst_alone =
+            std::max(worst_alone, double(std::fabs(alone[size_t(h)] - y[size_t(t * H + h)])));
+        worst_formula =
+            std::max(worst_formula, std::fabs(ref[size_t(t * H + h)] - y[size_t(t * H + h)]));
         scale = std::max(scale, std::fabs(ref[size_t(t * H + h)]));
       }
     }

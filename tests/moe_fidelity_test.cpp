@@ -12,7 +12,6 @@
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -48,7 +47,8 @@ struct Errors {
   std::vector<double> row_abs;  // each row's max abs difference (whole, then chunked)
 
   int32_t rows_over(double bound) const {
-    return int32_t(std::count_if(row_abs.begin(), row_abs.end(), [&](double d) { return d > bound; }));
+    return int32_t(
+        std::count_if(row_abs.begin(), row_abs.end(), [&](double d) { return d > bound; }));
   }
 };
 
@@ -73,21 +73,26 @@ Errors errors(const std::string& golden, const std::string& path, WeightPrecisio
   for (size_t s = 0; s < g.ids.size(); ++s) {
     const int32_t len = int32_t(g.ids[s].size());
     for (int32_t chunk : {len, 4}) {
-      std::vector<float> ours = test::run_sequence(**m, *cache, g.ids[s], test::sequential_blocks(len, 16), chunk);
+      std::vector<float> ours =
+          test::run_sequence(**m, *cache, g.ids[s], test::sequential_blocks(len, 16), chunk);
       const double abs = test::max_abs_error(ours.data(), g.logits[s].data(), ours.size());
       for (int32_t r = 0; r < len; ++r) {
         const size_t at = size_t(r) * size_t(g.vocab);
         double row = 0;
-        for (int32_t j = 0; j < g.vocab; ++j) row = std::max(row, double(std::fabs(ours[at + j] - g.logits[s][at + j])));
+        for (int32_t j = 0; j < g.vocab; ++j)
+          row = std::max(row, double(std::fabs(ours[at + j] - g.logits[s][at + j])));
         worst.row_abs.push_back(std::isnan(row) ? INFINITY : row);
-        worst.argmax_same += test::argmax(ours.data() + at, g.vocab) == test::argmax(g.logits[s].data() + at, g.vocab);
+        worst.argmax_same += test::argmax(ours.data() + at, g.vocab) ==
+                             test::argmax(g.logits[s].data() + at, g.vocab);
         ++worst.rows;
       }
-      std::printf("[%s] sequence %zu (len %d, chunk %d): max abs %.3g\n", label.c_str(), s, len, chunk, abs);
+      std::printf("[%s] sequence %zu (len %d, chunk %d): max abs %.3g\n", label.c_str(), s, len,
+                  chunk, abs);
       worst.abs = std::max(worst.abs, abs);
     }
   }
-  std::printf("[%s] argmax equal to HF's at %d of %d positions\n", label.c_str(), worst.argmax_same, worst.rows);
+  std::printf("[%s] argmax equal to HF's at %d of %d positions\n", label.c_str(), worst.argmax_same,
+              worst.rows);
   return worst;
 }
 
@@ -110,14 +115,16 @@ TEST(MoeConfig, FromHfAndGguf) {
 
 TEST(MoeFidelity, HfDirectories) {
   for (const char* name : {"tiny-mixtral", "tiny-qwen3moe"}) {
-    const Errors e = errors(name, test::logits_data(name), WeightPrecision::kExact, std::string(name) + " HF");
+    const Errors e =
+        errors(name, test::logits_data(name), WeightPrecision::kExact, std::string(name) + " HF");
     EXPECT_LE(e.abs, 1e-3) << name;
   }
 }
 
 TEST(MoeFidelity, GgufF32) {
   for (const char* name : {"tiny-mixtral", "tiny-qwen3moe"}) {
-    const Errors e = errors(name, gguf_path(name, "f32"), WeightPrecision::kExact, std::string(name) + " GGUF F32");
+    const Errors e = errors(name, gguf_path(name, "f32"), WeightPrecision::kExact,
+                            std::string(name) + " GGUF F32");
     EXPECT_LE(e.abs, 1e-3) << name;
   }
 }
@@ -129,7 +136,8 @@ TEST(MoeFidelity, Qwen3MoeWithoutTopkRenormalisation) {
   const fs::path dir = fs::path(test::temp_dir()) / "tiny-qwen3moe-nonorm";
   fs::create_directories(dir);
   const fs::path src = test::logits_data("tiny-qwen3moe");
-  fs::copy_file(src / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  fs::copy_file(src / "model.safetensors", dir / "model.safetensors",
+                fs::copy_options::overwrite_existing);
   std::ifstream in(src / "config.json");
   std::stringstream text;
   text << in.rdbuf();
@@ -141,9 +149,11 @@ TEST(MoeFidelity, Qwen3MoeWithoutTopkRenormalisation) {
   auto c = model::load_model_config(dir.string());
   ASSERT_TRUE(c.ok()) << c.error().message;
   EXPECT_FALSE(c->moe_norm_topk_prob);
-  const Errors e = errors("tiny-qwen3moe-nonorm", dir.string(), WeightPrecision::kExact, "qwen3moe no renorm");
+  const Errors e =
+      errors("tiny-qwen3moe-nonorm", dir.string(), WeightPrecision::kExact, "qwen3moe no renorm");
   EXPECT_LE(e.abs, 1e-3);
-  const Errors other = errors("tiny-qwen3moe", dir.string(), WeightPrecision::kExact, "qwen3moe no renorm vs renormalised golden");
+  const Errors other = errors("tiny-qwen3moe", dir.string(), WeightPrecision::kExact,
+                              "qwen3moe no renorm vs renormalised golden");
   EXPECT_GT(other.abs, 0.05);
 }
 
@@ -183,11 +193,14 @@ TEST(MoeFidelity, QuantizedGguf) {
       const std::string file = gguf_path(name, q.type);
       const std::string own = std::string(name) + "-" + q.type + "-dequant";
       const std::string label = std::string(name) + " " + q.type;
-      const Errors exact = errors(own, file, WeightPrecision::kExact, label + " exact vs HF on its weights");
+      const Errors exact =
+          errors(own, file, WeightPrecision::kExact, label + " exact vs HF on its weights");
       EXPECT_LE(exact.abs, 1e-3) << label;
-      const Errors quant = errors(own, file, WeightPrecision::kQuantized, label + " quantized vs HF on its weights");
+      const Errors quant =
+          errors(own, file, WeightPrecision::kQuantized, label + " quantized vs HF on its weights");
       expect_quantized_close(quant, label);
-      const Errors fp32 = errors(name, file, WeightPrecision::kQuantized, label + " quantized vs HF fp32");
+      const Errors fp32 =
+          errors(name, file, WeightPrecision::kQuantized, label + " quantized vs HF fp32");
       EXPECT_LE(fp32.abs, q.fp32_max_abs) << label;
       EXPECT_GE(double(fp32.argmax_same), q.fp32_min_agree * fp32.rows) << label;
     }
@@ -207,7 +220,8 @@ TEST(MoeFidelity, EveryTypeInExpertTensors) {
     const std::string own = std::string("tiny-qwen3moe-") + mix + "-dequant";
     const Errors exact = errors(own, file, WeightPrecision::kExact, std::string(mix) + " exact");
     EXPECT_LE(exact.abs, 1e-3) << mix;
-    const Errors quant = errors(own, file, WeightPrecision::kQuantized, std::string(mix) + " quantized");
+    const Errors quant =
+        errors(own, file, WeightPrecision::kQuantized, std::string(mix) + " quantized");
     expect_quantized_close(quant, mix);
   }
 }
@@ -215,7 +229,8 @@ TEST(MoeFidelity, EveryTypeInExpertTensors) {
 // A one-token decode step reads the router and exactly k experts per layer;
 // a 19-token prefill runs 19 k (token, expert) pairs per layer.
 TEST(MoeBytes, DecodeReadsOnlyTheChosenExperts) {
-  for (const std::string& path : {gguf_path("tiny-qwen3moe", "q4_k_m"), gguf_path("tiny-mixtral", "f32")}) {
+  for (const std::string& path :
+       {gguf_path("tiny-qwen3moe", "q4_k_m"), gguf_path("tiny-mixtral", "f32")}) {
     auto backend = test::cpu_backend();
     model::LoadOptions o;
     o.max_num_batched_tokens = 64;
@@ -229,7 +244,8 @@ TEST(MoeBytes, DecodeReadsOnlyTheChosenExperts) {
     const test::TinyGolden g = test::load_tiny_golden(test::logits_data("tiny-qwen3moe") + ".json");
     std::vector<int32_t> ids = g.ids[2];
     (*m)->reset_moe_counters();
-    std::vector<float> logits = test::run_sequence(**m, *cache, ids, test::sequential_blocks(20, 16), 19);
+    std::vector<float> logits =
+        test::run_sequence(**m, *cache, ids, test::sequential_blocks(20, 16), 19);
     EXPECT_EQ((*m)->moe().pairs_run(), int64_t(19) * c.num_experts_used * c.num_layers);
     // decode: position 19, one token
     model::ForwardBatch b;
@@ -250,8 +266,11 @@ TEST(MoeBytes, DecodeReadsOnlyTheChosenExperts) {
       expect += model::linear_weight_bytes(lw.router) + expert * uint64_t(c.num_experts_used);
     }
     EXPECT_EQ((*m)->moe().bytes_read(), expect);
-    std::printf("[%s] decode step: %llu bytes of router and expert weights read per token (%d of %d experts per layer)\n",
-                path.c_str(), (unsigned long long)(*m)->moe().bytes_read(), c.num_experts_used, c.num_experts);
+    std::printf(
+        "[%s] decode step: %llu bytes of router and expert weights read per token (%d of %d "
+        "experts per layer)\n",
+        path.c_str(), (unsigned long long)(*m)->moe().bytes_read(), c.num_experts_used,
+        c.num_experts);
   }
 }
 
@@ -266,7 +285,8 @@ TEST(MoeBytes, DecodeReadsOnlyTheChosenExperts) {
 // the median decode step time (wall clock; noisy on a shared machine).
 TEST(MoeBytes, DecodeBytesPerTokenOfAConfig) {
   const char* config = std::getenv("PAGODA_MOE_CONFIG");
-  if (config == nullptr) GTEST_SKIP() << "set PAGODA_MOE_CONFIG to an MoE config.json / HF directory";
+  if (config == nullptr)
+    GTEST_SKIP() << "set PAGODA_MOE_CONFIG to an MoE config.json / HF directory";
   auto backend = test::cpu_backend();
   model::LoadOptions o;
   o.load_format = model::LoadFormat::kDummy;
@@ -305,16 +325,19 @@ TEST(MoeBytes, DecodeBytesPerTokenOfAConfig) {
     (*m)->reset_moe_counters();
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE((*m)->forward(b, *cache, out.data()).ok());
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     moe_read = std::max(moe_read, (*m)->moe().bytes_read());
     EXPECT_EQ((*m)->moe().pairs_run(), int64_t(c.num_experts_used) * c.num_layers);
   }
   std::sort(ms.begin(), ms.end());
-  std::printf("%s: %d layers, %d experts, top %d: decode step reads %.1f MB (dense %.1f + router/experts %.1f) "
-              "of %.1f MB of weights (%.1f MB of them router/experts); median step %.1f ms (min %.1f)\n",
-              config, c.num_layers, c.num_experts, c.num_experts_used, double(dense + moe_read) / 1e6,
-              double(dense) / 1e6, double(moe_read) / 1e6, double(dense + moe_all) / 1e6, double(moe_all) / 1e6,
-              ms[ms.size() / 2], ms[0]);
+  std::printf(
+      "%s: %d layers, %d experts, top %d: decode step reads %.1f MB (dense %.1f + router/experts "
+      "%.1f) "
+      "of %.1f MB of weights (%.1f MB of them router/experts); median step %.1f ms (min %.1f)\n",
+      config, c.num_layers, c.num_experts, c.num_experts_used, double(dense + moe_read) / 1e6,
+      double(dense) / 1e6, double(moe_read) / 1e6, double(dense + moe_all) / 1e6,
+      double(moe_all) / 1e6, ms[ms.size() / 2], ms[0]);
 }
 
 TEST(MoeInspect, ShowsExpertLayoutQuantMixAndBytesPerToken) {
@@ -368,13 +391,15 @@ TEST(MoeBackend, DummyWeights) {
   auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8);
   ASSERT_TRUE(cache.ok());
   const test::TinyGolden g = test::load_tiny_golden(test::logits_data("tiny-qwen3moe") + ".json");
-  std::vector<float> logits = test::run_sequence(**m, *cache, g.ids[2], test::sequential_blocks(19, 16), 19);
+  std::vector<float> logits =
+      test::run_sequence(**m, *cache, g.ids[2], test::sequential_blocks(19, 16), 19);
   for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   const model::ModelConfig& c = (*m)->config();
   EXPECT_EQ((*m)->moe().pairs_run(), int64_t(19) * c.num_experts_used * c.num_layers);
   const model::MoeRouting& r = (*m)->moe().last_routing();
   int32_t chosen = 0;
-  for (int32_t e = 0; e < c.num_experts; ++e) chosen += r.offsets[size_t(e + 1)] > r.offsets[size_t(e)];
+  for (int32_t e = 0; e < c.num_experts; ++e)
+    chosen += r.offsets[size_t(e + 1)] > r.offsets[size_t(e)];
   EXPECT_GE(chosen, 3);
 }
 
