@@ -230,6 +230,8 @@ def dequantized_logits(d, gguf_file, model_cls, seqs, out_json):
 
 def tiny_moe(name, model, llama_cpp, quantizer, extra=None, mixes=False):
     """An MoE model: HF dir + logits, the F32 GGUF and its quantized variants."""
+    if quantizer is None:
+        sys.exit(f"{name}: --llama-quantize is needed for the MoE models' variants")
     d = tiny(name, model)
     seqs = [s["ids"] for s in json.loads((OUT / f"{name}.json").read_text())["sequences"]]
     check_routing(name, model, seqs)
