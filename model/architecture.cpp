@@ -24,6 +24,12 @@ constexpr Architecture kArchitectures[] = {
     // head_dim 256, q/k norms, no soft-caps, window 4096 on five of every six layers.
     {"gemma3_text", "gemma3", false, false, true, false, 131072, 2, 1, 256, false, false,
      true, true, true, true, 6, 0.0, 0.0, 4096, 6},
+    // MixtralConfig: context 4096 * 32, bos 1, eos 2 (GGUF: "llama" + experts).
+    {"mixtral", nullptr, false, true, false, true, 131072, 1, 2, 0, false, false,
+     false, false, false, false, 0, 0.0, 0.0, 0, 0, MoeNames::kMixtral},
+    // Qwen3MoeConfig: context 32768, no bos/eos ids, q/k norms.
+    {"qwen3_moe", "qwen3moe", false, true, true, false, 32768, -1, -1, 0, false, false,
+     false, false, false, false, 0, 0.0, 0.0, 0, 0, MoeNames::kQwen},
 };
 
 struct RoleNames {
@@ -56,8 +62,16 @@ constexpr RoleNames kNames[] = {
     {"ffn_up.weight", "mlp.gate_up_proj.weight", true},                  // kGateUp
     {"post_attention_norm.weight", "post_attention_layernorm.weight", true},  // kPostAttnNorm
     {"post_ffw_norm.weight", "post_feedforward_layernorm.weight", true},      // kPostFfnNorm
+    {"ffn_gate_inp.weight", "mlp.gate.weight", true},                    // kRouter (Qwen)
+    {"ffn_gate_exps.weight", "gate_proj.weight", true},                  // kExpGate (Qwen)
+    {"ffn_up_exps.weight", "up_proj.weight", true},                      // kExpUp (Qwen)
+    {"ffn_down_exps.weight", "down_proj.weight", true},                  // kExpDown (Qwen)
 };
-static_assert(std::size(kNames) == size_t(TensorRole::kPostFfnNorm) + 1);
+static_assert(std::size(kNames) == size_t(TensorRole::kExpDown) + 1);
+
+bool expert_role(TensorRole role) {
+  return role == TensorRole::kExpGate || role == TensorRole::kExpUp || role == TensorRole::kExpDown;
+}
 
 }  // namespace
 
@@ -96,10 +110,25 @@ std::string tensor_name(const Architecture& arch, bool gguf, TensorRole role, in
   // Gemma's HF names: the MLP's input norm is pre_feedforward_layernorm
   // (post_attention_layernorm is the attention output's own norm there).
   const bool pre_ffn = arch.post_norms && !gguf && role == TensorRole::kFfnNorm;
-  const std::string base = pre_ffn ? "pre_feedforward_layernorm.weight" : gguf ? n.gguf : n.hf;
+  std::string base = pre_ffn ? "pre_feedforward_layernorm.weight" : gguf ? n.gguf : n.hf;
+  if (!gguf && role == TensorRole::kRouter && arch.moe_names == MoeNames::kMixtral) {
+    base = "block_sparse_moe.gate.weight";
+  }
   if (!n.layer) return base;
   const std::string l = std::to_string(layer);
   return (gguf ? "blk." + l + "." : "model.layers." + l + ".") + base;
+}
+
+std::string expert_tensor_name(const Architecture& arch, bool gguf, TensorRole role, int32_t layer,
+                               int32_t expert) {
+  if (gguf || !expert_role(role)) return tensor_name(arch, gguf, role, layer);
+  const std::string l = "model.layers." + std::to_string(layer) + ".";
+  const std::string e = std::to_string(expert);
+  if (arch.moe_names == MoeNames::kMixtral) {
+    const char* w = role == TensorRole::kExpGate ? "w1" : role == TensorRole::kExpUp ? "w3" : "w2";
+    return l + "block_sparse_moe.experts." + e + "." + w + ".weight";
+  }
+  return l + "mlp.experts." + e + "." + kNames[size_t(role)].hf;
 }
 
 }  // namespace pagoda::model

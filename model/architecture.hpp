@@ -36,6 +36,14 @@
 //    attention.sliding_window_pattern key.
 // Soft-caps, the window, query_pre_attn_scalar and Gemma 3's local RoPE base
 // are config values (ModelConfig), read with these families' defaults.
+// Mixture-of-experts families (moe_names, model/moe_ffn.hpp): the MLP is a
+// router and E experts. GGUF names (llama.cpp, every family alike):
+// blk.N.ffn_gate_inp [E, H] (the router) and the 3-D blk.N.ffn_gate_exps /
+// ffn_up_exps [E, Ie, H], ffn_down_exps [E, H, Ie] (row-major, experts
+// outermost); Mixtral converts as GGUF "llama" with expert_count > 0. HF
+// names, one tensor per expert e: Mixtral block_sparse_moe.gate and
+// block_sparse_moe.experts.e.{w1 (gate), w3 (up), w2 (down)}; Qwen3-MoE
+// mlp.gate and mlp.experts.e.{gate_proj, up_proj, down_proj}.
 //
 // Thread-safety: the table is immutable; every function is reentrant.
 #pragma once
@@ -53,8 +61,13 @@ enum class TensorRole {
   kFfnNorm, kGate, kUp, kDown, kFinalNorm, kOutput,
   kQkv,     // fused q|k|v rows [(Hq + 2 Hk) D, H] (fused_qkv)
   kGateUp,  // fused gate|up rows [2 I, H], gate first (fused_gate_up)
-  kPostAttnNorm, kPostFfnNorm  // [H] each (post_norms)
+  kPostAttnNorm, kPostFfnNorm,  // [H] each (post_norms)
+  kRouter,  // [E, H] (MoE)
+  kExpGate, kExpUp, kExpDown  // GGUF [E, Ie, H], [E, Ie, H], [E, H, Ie]; HF per expert
 };
+
+// How an MoE family names its HF tensors (kNone: a dense family).
+enum class MoeNames : uint8_t { kNone, kMixtral, kQwen };
 
 struct Architecture {
   const char* name;       // ModelConfig::architecture and HF model_type
@@ -83,6 +96,7 @@ struct Architecture {
   double hf_default_attn_softcap = 0, hf_default_final_softcap = 0;
   int32_t hf_default_sliding_window = 0;
   int32_t hf_default_swa_pattern = 0;  // layer l windowed when (l + 1) % pattern != 0
+  MoeNames moe_names = MoeNames::kNone;  // mixture of experts in every layer
 };
 
 // The description of an HF model_type / a GGUF general.architecture; nullptr
@@ -92,13 +106,18 @@ const Architecture* find_gguf_architecture(std::string_view gguf_name);
 // The description of ModelConfig::architecture (an HF name); nullptr when unknown.
 const Architecture* find_architecture(std::string_view name);
 
-// "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text" (HF) / "llama, qwen2, qwen3,
-// phi3, gemma2, gemma3" (GGUF), for errors.
+// "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, mixtral, qwen3_moe" (HF) /
+// "llama, qwen2, qwen3, phi3, gemma2, gemma3, qwen3moe" (GGUF), for errors.
 std::string supported_hf_architectures();
 std::string supported_gguf_architectures();
 
 // The tensor's name in a GGUF file (gguf) or in HF safetensors; `layer` is
 // ignored for the model-level roles (embedding, final norm, output).
 std::string tensor_name(const Architecture& arch, bool gguf, TensorRole role, int32_t layer);
+
+// HF: the tensor of expert `expert` of an MoE role (kExpGate, kExpUp,
+// kExpDown) in layer `layer`; the GGUF name (expert ignored) for gguf.
+std::string expert_tensor_name(const Architecture& arch, bool gguf, TensorRole role, int32_t layer,
+                               int32_t expert);
 
 }  // namespace pagoda::model

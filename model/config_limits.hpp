@@ -28,6 +28,7 @@ void add_config_note(ModelConfig& c, std::string note);
 int64_t clamp_context(int64_t ctx, const std::string& source, ModelConfig& c);
 
 struct Architecture;
+class JsonFields;
 
 // sliding_layers for a pattern: layer l windowed when (l + 1) % pattern != 0
 // (pattern <= 0: none).
@@ -37,5 +38,14 @@ void set_sliding_pattern(ModelConfig& c, int32_t pattern);
 // `prefix`: "<arch>.". Needs the sizes and the rope already read.
 Result<void> read_gguf_gemma(const GgufFile& g, const std::string& prefix,
                              const Architecture& arch, ModelConfig& c);
+
+// The MoE keys (moe_config.cpp; see model_config.hpp): GGUF <arch>.expert_*
+// (an Error when `arch` is an MoE family without experts), config.json's
+// expert fields (nothing for dense families); validate_moe_fields checks
+// them (the message only).
+Result<void> read_gguf_moe(const GgufFile& g, const std::string& prefix, const Architecture& arch,
+                           ModelConfig& c);
+Result<void> read_hf_moe(const JsonFields& f, const Architecture& arch, ModelConfig& c);
+Result<void> validate_moe_fields(const ModelConfig& c);
 
 }  // namespace pagoda::model

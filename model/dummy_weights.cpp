@@ -61,11 +61,16 @@ void parallel_for(int64_t n, F f) {
 // Tensor ids of the hash: 16 per layer after the global ones.
 enum Tensor : uint64_t { kEmbed = 1, kFinalNorm = 2, kHead = 3, kLayerBase = 16 };
 enum LayerTensor : uint64_t {
-  kAttnNorm, kQkv, kO, kFfnNorm, kGateUp, kDown, kQ, kK, kV, kQNorm, kKNorm, kPostAttnNorm, kPostFfnNorm
+  kAttnNorm, kQkv, kO, kFfnNorm, kGateUp, kDown, kQ, kK, kV, kQNorm, kKNorm, kPostAttnNorm, kPostFfnNorm,
+  kRouter
 };
 constexpr uint64_t kBiasOf = uint64_t(1) << 48;  // a bias's tensor id: its weight's | kBiasOf
 uint64_t layer_tensor(int32_t layer, LayerTensor t) {
   return kLayerBase + uint64_t(layer) * 16 + uint64_t(t);
+}
+// MoE experts: their own id space, 2 tensors (gate|up, down) per expert.
+uint64_t expert_tensor(int32_t layer, int32_t expert, int32_t which) {
+  return (uint64_t(1) << 40) + (uint64_t(layer) << 20) + uint64_t(expert) * 2 + uint64_t(which);
 }
 
 // Host storage of one generated linear weight in `format`.
@@ -216,6 +221,23 @@ Result<LlamaLayerWeights> make_layer(DummyMaker& m, const ModelConfig& c, int32_
     auto pf = m.norm(layer_tensor(l, kPostFfnNorm), H, name + " post_ffn_norm");
     if (!pf) return pf.error();
     w.post_ffn_norm = std::move(pf).value();
+  }
+  if (c.num_experts > 0) {  // MoE: the router and every expert's gate|up and down
+    auto router = m.linear(layer_tensor(l, kRouter), c.num_experts, H, 1.0f, false, name + " router");
+    if (!router) return router.error();
+    w.router = std::move(router).value();
+    const int64_t Ie = c.expert_intermediate_size;
+    for (int32_t e = 0; e < c.num_experts; ++e) {
+      MoeExpertWeights x;
+      auto egu = m.linear(expert_tensor(l, e, 0), 2 * Ie, H, 1.0f, false, name + " expert gate_up");
+      if (!egu) return egu.error();
+      x.gate_up = std::move(egu).value();
+      auto edown = m.linear(expert_tensor(l, e, 1), H, Ie, 1.0f, false, name + " expert down");
+      if (!edown) return edown.error();
+      x.down = std::move(edown).value();
+      w.experts.push_back(std::move(x));
+    }
+    return w;
   }
   auto gu = m.linear(layer_tensor(l, kGateUp), 2 * I, H, 1.0f, false, name + " gate_up");
   if (!gu) return gu.error();

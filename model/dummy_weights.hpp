@@ -8,7 +8,9 @@
 //    unit-RMS inputs); lm_head 4x that, so that the next-token distribution is
 //    peaked and greedy choices are not near-ties;
 //  - biases (qwen2): uniform ±0.1; norm weights: 1 + uniform ±0.1;
-//  - the token embedding: uniform ±1.
+//  - the token embedding: uniform ±1;
+//  - MoE (ModelConfig::num_experts > 0): a router [E, H] and per expert
+//    gate|up [2 Ie, H] and down [H, Ie], linear weights as above.
 // Float values are rounded to bf16, so DummyDtype kAuto/kBf16/kF32 hold the
 // same numbers on every backend (CUDA BF16 and CPU fp32 run the same model).
 // kQ8_0 / kQ4_0 draw random quants with a fixed per-tensor scale

@@ -43,6 +43,7 @@ std::string missing_cuda_features(const ModelConfig& c, const Architecture& a) {
   if (c.sliding_window > 0) add("sliding-window attention");
   if (c.final_logit_softcap > 0 || a.embed_scale) add("the scale_cap op (embedding scale, final soft-cap)");
   if (a.gelu_tanh) add("the gelu_tanh_mul op (GeGLU)");
+  if (c.num_experts > 0) add("mixture-of-experts routing and grouped expert matmuls (MoE)");
   return m;
 }
 
@@ -143,6 +144,12 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& model_pa
                                                   std::move(rope).value()));
   model->rope_long_ = std::move(rope_long).value();
   model->arch_ = arch;
+  if (model->config().num_experts > 0) {
+    auto moe = MoeFfn::create(backend, model->config(),
+                              std::max(limits.max_tokens, model->state_.padded_limit()));
+    if (!moe) return moe.error();
+    model->moe_ = std::move(moe).value();
+  }
   if (model->config().rope_local_theta > 0) {
     auto local = make_local_rope_table(backend, model->config());
     if (!local) return local.error();
@@ -267,6 +274,10 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
     backend_.rms_norm({rs.delta(), nullptr, w.post_attn_norm.as<const float>(), rs.delta(), T, H, eps});
   }
 
+  if (c.num_experts > 0) {  // MoE: the routed experts write delta (model/moe_ffn.hpp)
+    backend_.rms_norm({rs.delta(), rs.residual(), w.ffn_norm.as<const float>(), rs.normed(), T, H, eps});
+    return moe_.forward(backend_, w, rs.normed(), rs.delta(), T);
+  }
   const int32_t I = c.intermediate_size;
   if (auto ok = backend_.rms_norm_matmul(
           {rs.delta(), rs.residual(), w.ffn_norm.as<const float>(), rs.normed(), T, H, eps},

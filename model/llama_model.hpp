@@ -16,6 +16,9 @@
 // soft-cap and, in windowed layers, sliding window (and, Gemma 3, the local
 // RoPE table); the logits soft-capped. Such models load on the CPU backend
 // only (load() names what the CUDA kernels lack).
+// Mixture of experts (Mixtral, Qwen3-MoE; ModelConfig::num_experts > 0): the
+// gate|up .. down MLP is the routed experts of model/moe_ffn.hpp, run as
+// grouped matmuls; CPU backend only.
 // then the final norm, a gather of the logits rows and the lm_head matmul.
 // Every row's result depends only on its own sequence (tokens, cache
 // contents, positions), not on which other rows share the batch, up to the
@@ -44,6 +47,7 @@
 #include "model/forward_batch.hpp"
 #include "model/llama_weights.hpp"
 #include "model/model_config.hpp"
+#include "model/moe_ffn.hpp"
 #include "model/run_state.hpp"
 #include "model/step_graphs.hpp"
 
@@ -76,8 +80,8 @@ struct LoadOptions {
 };
 
 // An Error naming what the kernels of a `kind` backend lack for this model
-// (Gemma's attention soft-cap, sliding window, GeGLU and scale/soft-cap ops
-// exist on the CPU backend only); ok for every model on the CPU backend and
+// (Gemma's attention soft-cap, sliding window, GeGLU and scale/soft-cap ops,
+// and mixture-of-experts routing, exist on the CPU backend only); ok for every model on the CPU backend and
 // for the other families everywhere. load() checks it before any upload.
 Result<void> check_backend_support(const ModelConfig& config, gpu::BackendKind kind);
 
@@ -93,6 +97,11 @@ class LlamaModel {
   const RunStateLimits& limits() const { return state_.limits(); }
   gpu::Backend& backend() const { return backend_; }
   uint64_t weight_bytes() const { return weights_.device_bytes; }
+  const LlamaWeights& weights() const { return weights_; }
+  // MoE models: the router and expert weight bytes read, and the (token,
+  // expert) pairs run, since the last reset_moe_counters() (executor thread).
+  const MoeFfn& moe() const { return moe_; }
+  void reset_moe_counters() { moe_.reset_counters(); }
   uint64_t run_state_bytes() const { return state_.device_bytes(); }
   // Counters of the decode-step graphs; nullptr when they are off.
   const StepGraphStats* graph_stats() const { return graphs_ ? &graphs_->stats() : nullptr; }
@@ -148,6 +157,7 @@ class LlamaModel {
   gpu::RopeTable rope_local_;
   const Architecture* arch_ = nullptr;  // of config().architecture; set by load
   std::unique_ptr<StepGraphs> graphs_;  // null unless options.step_graphs
+  MoeFfn moe_;  // MoE models only: routing and the experts' scratch
 };
 
 }  // namespace pagoda::model

@@ -29,6 +29,12 @@
 // stored as 1 + w (the factor their norm multiplies by), so that the forward
 // runs the plain rms_norm op; GGUF files already hold 1 + w.
 //
+// MoE layers (ModelConfig::num_experts > 0) hold a router and E experts
+// instead of gate_up/down: each expert's gate|up fused and its down, split
+// out of GGUF's 3-D ffn_{gate,up,down}_exps (a slice per expert, each in the
+// tensor's own block format, packed like a dense weight) or read from HF's
+// per-expert tensors (model/architecture.hpp names them).
+//
 // Tensor names (the architecture's, model/architecture.hpp): GGUF token_embd,
 // blk.N.{attn_norm, attn_q, attn_k, attn_v (+ .bias), attn_q_norm,
 // attn_k_norm, attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down},
@@ -78,6 +84,12 @@ struct DeviceLinear {
   const float* bias_ptr() const { return bias.as<const float>(); }
 };
 
+// One expert of an MoE layer (model/moe_ffn.hpp).
+struct MoeExpertWeights {
+  DeviceLinear gate_up;  // [2 Ie, H], gate rows first
+  DeviceLinear down;     // [H, Ie]
+};
+
 struct LlamaLayerWeights {
   gpu::DeviceBuffer attn_norm;  // [H] fp32
   DeviceLinear qkv;             // [(Hq + 2 Hk) D, H] (+ bias for qwen2); empty when qk_norm
@@ -91,8 +103,11 @@ struct LlamaLayerWeights {
   // post_norms architectures (Gemma): the attention output's and the MLP
   // output's own norms, [H] fp32 each; empty otherwise.
   gpu::DeviceBuffer post_attn_norm, post_ffn_norm;
-  DeviceLinear gate_up;         // [2 I, H]
-  DeviceLinear down;            // [H, I]
+  DeviceLinear gate_up;         // [2 I, H]; empty for MoE
+  DeviceLinear down;            // [H, I]; empty for MoE
+  // MoE (ModelConfig::num_experts > 0): the router [E, H] and the E experts.
+  DeviceLinear router;
+  std::vector<MoeExpertWeights> experts;
 };
 
 struct LlamaWeights {

@@ -276,6 +276,7 @@ Result<ModelConfig> config_from_gguf(const GgufFile& g) {
   if (auto ok = read_gguf_longrope(g, p, c); !ok) return ok.error();
   if (auto ok = read_gguf_tokens(g, c); !ok) return ok.error();
   if (auto ok = read_gguf_gemma(g, p, *arch, c); !ok) return ok.error();
+  if (auto ok = read_gguf_moe(g, p, *arch, c); !ok) return ok.error();
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   c.attention_bias = arch->qkv_bias ||
                      g.find_tensor(tensor_name(*arch, true, TensorRole::kQBias, 0)) != nullptr;
@@ -364,6 +365,7 @@ Result<void> validate_config(const ModelConfig& c, const std::string& source) {
     }
   }
   if (auto ok = validate_gemma_fields(c); !ok) return fail(ok.error().message);
+  if (auto ok = validate_moe_fields(c); !ok) return fail(ok.error().message);
   if (c.bos_token_id < -1 || c.bos_token_id >= c.vocab_size) {
     return fail("bos_token_id " + std::to_string(c.bos_token_id) + " is outside the vocabulary");
   }

@@ -123,6 +123,21 @@ struct ModelConfig {
   // also logged to stderr), e.g. a context length above validate_config's
   // bound, an eos id of generation_config.json outside the vocabulary.
   std::vector<std::string> notes;
+  // Mixture of experts (Mixtral, Qwen3-MoE; 0 experts: a dense MLP). Every
+  // layer's MLP is num_experts SiLU-gated experts of expert_intermediate_size,
+  // of which a router (logits = x W_router^T, [E, H]) picks num_experts_used
+  // per token: p = softmax over all E logits, the top k of p, divided by
+  // their sum when moe_norm_topk_prob (Mixtral always; Qwen3-MoE when
+  // norm_topk_prob; llama.cpp's llama and qwen3moe graphs always, unless the
+  // GGUF's <arch>.expert_weights_norm says false). HF: num_local_experts /
+  // num_experts, num_experts_per_tok, intermediate_size (Mixtral) /
+  // moe_intermediate_size (Qwen3-MoE), norm_topk_prob; GGUF: <arch>.
+  // expert_count, .expert_used_count, .expert_feed_forward_length (else
+  // .feed_forward_length). See model/moe_ffn.hpp.
+  int32_t num_experts = 0;
+  int32_t num_experts_used = 0;
+  int32_t expert_intermediate_size = 0;
+  bool moe_norm_topk_prob = false;
 };
 
 // From GGUF metadata (keys `<arch>.block_count`, `.embedding_length`,
@@ -155,7 +170,8 @@ Result<ModelConfig> load_model_config(const std::string& model_path);
 // sliding_layers empty or one per layer (then a positive window), and upper
 // bounds far above real
 // models (1024 layers, hidden 65536, 1024 heads, head_dim 1024,
-// intermediate 2^20, vocabulary 2^22, context 2^21) so that absurd values
+// intermediate 2^20, vocabulary 2^22, context 2^21; MoE: 1 <= experts used
+// <= experts <= 1024, a positive expert size <= 2^20) so that absurd values
 // are an Error, not an overflow or a huge allocation. `source` prefixes
 // error messages.
 Result<void> validate_config(const ModelConfig& config, const std::string& source);

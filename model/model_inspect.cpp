@@ -106,8 +106,50 @@ std::string tensor_group(std::string_view name) {
   if (name.size() > kWeight.size() && name.substr(name.size() - kWeight.size()) == kWeight) {
     name.remove_suffix(kWeight.size());
   }
-  return std::string(name);
+  // HF experts: "mlp.experts.5.gate_proj" -> "mlp.experts.gate_proj" (one group for all E).
+  std::string out(name);
+  if (const size_t at = out.find("experts."); at != std::string::npos) {
+    size_t end = at + 8;
+    while (end < out.size() && out[end] >= '0' && out[end] <= '9') ++end;
+    if (end > at + 8 && end < out.size() && out[end] == '.') out.erase(at + 8, end + 1 - (at + 8));
+  }
+  return out;
 }
+
+// MoE models: where the bytes are. A tensor is an expert's when its name has
+// "_exps." (GGUF's 3-D tensors) or ".experts." (HF's per-expert tensors).
+struct ExpertBytes {
+  uint64_t experts = 0, other = 0, token_embd = 0;
+  bool has_output = false;
+  void add(std::string_view name, uint64_t bytes) {
+    const bool expert = name.find("_exps.") != std::string_view::npos ||
+                        name.find(".experts.") != std::string_view::npos;
+    (expert ? experts : other) += bytes;
+    if (name == "token_embd.weight" || name == "model.embed_tokens.weight") token_embd += bytes;
+    if (name == "output.weight" || name == "lm_head.weight") has_output = true;
+  }
+  // {"num_experts": E, ..., "expert_bytes", "other_bytes",
+  //  "decode_bytes_per_token"}: a one-token decode step reads every non-expert
+  // weight (the token embedding only as the tied lm_head: else one row) and
+  // k of the E experts of each layer.
+  std::string render(const ModelConfig& c, bool gguf) const {
+    const uint64_t dense = other - (has_output ? token_embd : 0);
+    const uint64_t per_token = dense + experts / uint64_t(c.num_experts) * uint64_t(c.num_experts_used);
+    JsonObject o;
+    o.add("num_experts", c.num_experts)
+        .add("num_experts_used", c.num_experts_used)
+        .add("expert_intermediate_size", c.expert_intermediate_size)
+        .add("norm_topk_prob", boolean(c.moe_norm_topk_prob))
+        .add("expert_layout",
+             json_quote(gguf ? "per layer ffn_gate_exps, ffn_up_exps [E, Ie, H] and ffn_down_exps [E, H, Ie] "
+                               "(split per expert at load), router ffn_gate_inp [E, H]"
+                             : "per layer one tensor per expert and projection, router [E, H]"))
+        .add("expert_bytes", int64_t(experts))
+        .add("other_bytes", int64_t(other))
+        .add("decode_bytes_per_token", int64_t(per_token));
+    return o.render(2);
+  }
+};
 
 // Tensor types per group, groups in the file's order:
 // {"attn_q": "Q4_K x30", "ffn_down": "Q6_K x15, Q4_K x15", "output": "Q6_K x1"}
@@ -148,9 +190,11 @@ Result<std::string> inspect_gguf(const std::string& path) {
   if (!config) return config.error();
   std::map<std::string, int64_t> counts;
   QuantMix mix;
+  ExpertBytes bytes;
   for (const GgufTensorInfo& t : g->tensors()) {
     ++counts[ggml_type_name(t.raw_type)];
     mix.add(t.name, ggml_type_name(t.raw_type));
+    bytes.add(t.name, t.nbytes);
   }
   const GgufValue* name = g->find("general.name");
   JsonObject out;
@@ -164,6 +208,7 @@ Result<std::string> inspect_gguf(const std::string& path) {
   out.add("tensor_count", static_cast<int64_t>(g->tensors().size()))
       .add("tensors_by_dtype", dtype_counts(counts))
       .add("quant_mix", mix.render());
+  if (config->num_experts > 0) out.add("moe", bytes.render(*config, true));
   return out.render(0) + "\n";
 }
 
@@ -177,9 +222,11 @@ Result<std::string> inspect_safetensors(const std::string& path) {
   if (!config) return config.error();
   std::map<std::string, int64_t> counts;
   QuantMix mix;
+  ExpertBytes bytes;
   for (const StTensor* t : model->tensors()) {
     ++counts[st_dtype_name(t->dtype)];
     mix.add(t->name, st_dtype_name(t->dtype));
+    bytes.add(t->name, t->nbytes);
   }
   JsonObject out;
   out.add("format", json_quote("safetensors"))
@@ -189,6 +236,7 @@ Result<std::string> inspect_safetensors(const std::string& path) {
   out.add("tensor_count", static_cast<int64_t>(model->tensor_count()))
       .add("tensors_by_dtype", dtype_counts(counts))
       .add("quant_mix", mix.render());
+  if (config->num_experts > 0) out.add("moe", bytes.render(*config, false));
   return out.render(0) + "\n";
 }
 

@@ -12,8 +12,15 @@
 //   group, a group being the tensor name without its layer prefix and
 //   ".weight": {"token_embd": "Q8_0 x1", "attn_q": "Q4_K x30",
 //   "ffn_down": "Q6_K x15, Q4_K x15", ...}, groups in file order, the most
-//   frequent type first); for GGUF also gguf_version and general_name (null
-//   when absent).
+//   frequent type first; HF's per-expert tensors "mlp.experts.N.x" form one
+//   group "mlp.experts.x"); for GGUF also gguf_version and general_name (null
+//   when absent); for mixture-of-experts models "moe": {num_experts,
+//   num_experts_used, expert_intermediate_size, norm_topk_prob,
+//   expert_layout (text), expert_bytes, other_bytes (file bytes of the
+//   expert tensors and of the rest), decode_bytes_per_token (the weight
+//   bytes a one-token decode step reads: every non-expert tensor, the token
+//   embedding only when it is the tied lm_head, and k of E experts per
+//   layer)}.
 // Strings are escaped (quotes, control characters; invalid UTF-8 becomes
 // U+FFFD), so the output is valid JSON whatever the file contains.
 //

