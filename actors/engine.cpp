@@ -101,6 +101,7 @@ std::shared_ptr<SchedulerCore> make_core(const EngineOptions& o, const Executor&
   sc.max_model_len = ex.max_model_len();
   sc.eos_token_ids = ex.config().eos_token_ids;
   sc.max_in_flight = o.async_scheduling ? 2 : 1;
+  sc.max_spec_tokens = std::max(o.max_speculative_rows, 0);
   sc.policy = o.scheduling_policy;
   sc.fair = o.fair_share;
   return std::make_shared<SchedulerCore>(sc);
