@@ -46,6 +46,8 @@ const char* engine_state_name(EngineState s);
 // The executor's options (model, backend, precision, KV budget, step limits,
 // CPU threads) plus the scheduler's and the actor system's.
 struct EngineOptions : ExecutorOptions {
+  // Speculative decoding for requests that do not choose (--speculative).
+  SpeculativeOptions speculative;
   bool enable_prefix_caching = true;
   // paged (default) or contiguous: the baseline where every admitted sequence
   // reserves ceil(max_model_len / block_size) blocks up front (no sharing, no
@@ -120,6 +122,8 @@ struct RequestDone {
   std::vector<BeamHypothesis> beams;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;     // over all samples
+  // Speculative decoding: tokens drafted for the request and of those kept.
+  int64_t spec_drafted = 0, spec_accepted = 0;
 };
 
 // The consumer of one request's stream (the network layer, or generate()).

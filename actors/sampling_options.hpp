@@ -48,10 +48,17 @@
 
 namespace pagoda::actors {
 
+// set: the request chose (ngram on or off); unset, the engine's default
+// applies where the request supports it (SchedulerConfig::speculative).
 struct SpeculativeOptions {
+  bool set = false;
   bool ngram = false;  // prompt-lookup drafting (actors/ngram_proposer.hpp)
   NgramConfig config;  // k = num_speculative_tokens, prompt_lookup_min/max
   bool active() const { return ngram; }
+  // Whether a request with these other options can speculate at all.
+  static bool supports(int32_t n, int32_t beam_width, bool uses_history) {
+    return n == 1 && beam_width == 0 && !uses_history;
+  }
 };
 
 struct SamplingOptions {
@@ -118,7 +125,7 @@ struct SamplingOptions {
     if (beam_width > 0 && !(length_penalty == length_penalty)) return bad("length_penalty must be a number");
     if (speculative.active()) {
       if (auto ok = speculative.config.validate(); !ok) return ok;
-      if (n != 1 || beam_width > 0 || uses_history()) {
+      if (!SpeculativeOptions::supports(n, beam_width, uses_history())) {
         return bad("speculative decoding supports n = 1 without beam search and without "
                    "repetition, presence or frequency penalties");
       }

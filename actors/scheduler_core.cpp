@@ -30,6 +30,11 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
   auto g = std::make_unique<SequenceGroup>();
   g->id = id;
   g->options = options;
+  SpeculativeOptions& spec = g->options.speculative;
+  if (!spec.set && config_.speculative.active() &&
+      SpeculativeOptions::supports(options.n, options.beam_width, options.uses_history())) {
+    spec = config_.speculative;
+  }
   const bool beam = options.beam_width > 0;
   g->forked = !beam && options.n == 1;
   if (beam) g->beam = make_beam_state(options, int32_t(prompt.size()));
@@ -42,8 +47,8 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
     s.tokens = prompt;
     s.prompt_len = int32_t(prompt.size());
     s.seed = options.seed_for(i);
-    if (options.speculative.active()) {
-      s.proposer = std::make_shared<NgramProposer>(options.speculative.config);
+    if (g->options.speculative.active()) {
+      s.proposer = std::make_shared<NgramProposer>(g->options.speculative.config);
     }
     seq_index_[s.id] = {g.get(), i};
   }

@@ -131,6 +131,9 @@ struct SchedulerConfig {
   std::vector<TokenId> eos_token_ids;
   int32_t max_in_flight = 1;             // 2: schedule one step ahead
   int32_t max_spec_tokens = 64;          // drafted tokens per step (the executor's extra rows)
+  // The default for requests that leave options.speculative unset (applied
+  // only where SpeculativeOptions::supports() the request).
+  SpeculativeOptions speculative;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
   FairShareConfig fair;                  // policy == fair
 };

@@ -57,6 +57,7 @@ std::vector<GenerateRequest> requests(const std::vector<std::vector<int32_t>>& p
 }
 
 SamplingOptions with_ngram(SamplingOptions s, int32_t k = 4) {
+  s.speculative.set = true;
   s.speculative.ngram = true;
   s.speculative.config = NgramConfig{.min_n = 1, .max_n = 3, .k = k};
   return s;
@@ -155,6 +156,32 @@ TEST(SpeculativeEngine, StopsInsideAnAcceptedRunWhereAPlainRunStops) {
     ASSERT_EQ(want[0].samples[0].finish, FinishReason::stop);
     expect_same((*e)->generate(requests({p}, with_ngram(s))), want, "stop token");
   }
+  expect_blocks_back(**e);
+}
+
+TEST(SpeculativeEngine, TheServerDefaultAppliesWhereTheRequestSupportsIt) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  EngineOptions o = options(path);
+  o.speculative = with_ngram(SamplingOptions{}).speculative;
+  auto e = Engine::start(o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const auto p = prompts()[0];
+  auto drafted = [&](const SamplingOptions& s) {
+    const uint64_t before = (*e)->stats().spec_drafted;
+    const auto r = (*e)->generate(requests({p}, s));
+    EXPECT_TRUE(r[0].error.empty()) << r[0].error;
+    return (*e)->stats().spec_drafted - before;
+  };
+  EXPECT_GT(drafted(pagoda::test::greedy(16)), 0u) << "unset: the default speculates";
+  SamplingOptions off = pagoda::test::greedy(16);
+  off.speculative.set = true;  // and ngram false: the request says off
+  EXPECT_EQ(drafted(off), 0u);
+  SamplingOptions two = pagoda::test::greedy(16);
+  two.n = 2;
+  EXPECT_EQ(drafted(two), 0u) << "n = 2 runs without speculation, no error";
+  SamplingOptions penalised = pagoda::test::greedy(16);
+  penalised.repetition_penalty = 1.1f;
+  EXPECT_EQ(drafted(penalised), 0u);
   expect_blocks_back(**e);
 }
 
