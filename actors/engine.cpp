@@ -103,6 +103,7 @@ std::shared_ptr<SchedulerCore> make_core(const EngineOptions& o, const Executor&
   sc.max_in_flight = o.async_scheduling ? 2 : 1;
   sc.max_spec_tokens = std::max(o.max_speculative_rows, 0);
   sc.speculative = o.speculative;
+  sc.speculative_max_batch = o.speculative_max_batch;
   sc.policy = o.scheduling_policy;
   sc.fair = o.fair_share;
   return std::make_shared<SchedulerCore>(sc);

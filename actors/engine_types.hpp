@@ -46,8 +46,10 @@ const char* engine_state_name(EngineState s);
 // The executor's options (model, backend, precision, KV budget, step limits,
 // CPU threads) plus the scheduler's and the actor system's.
 struct EngineOptions : ExecutorOptions {
-  // Speculative decoding for requests that do not choose (--speculative).
+  // Speculative decoding for requests that do not choose (--speculative),
+  // and the largest batch (running sequences) in which a step drafts.
   SpeculativeOptions speculative;
+  int32_t speculative_max_batch = 16;
   bool enable_prefix_caching = true;
   // paged (default) or contiguous: the baseline where every admitted sequence
   // reserves ceil(max_model_len / block_size) blocks up front (no sharing, no

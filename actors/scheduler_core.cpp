@@ -134,11 +134,13 @@ void SchedulerCore::take_outbox(BookingRequest& r) {
 void SchedulerCore::prepare_running(BookingRequest& r) {
   int32_t budget = r.budget;
   int32_t spec_left = config_.max_spec_tokens;
+  const bool batch_ok = running_seq_slots() <= config_.speculative_max_batch;
   for (GroupPtr g : running_) {
     GroupAppend a;
     a.group = g->id;
     a.slots = seq_slots(*g);
-    const bool lockstep = g->beam || speculates(*g);
+    const bool spec = drafting(*g, batch_ok);
+    const bool lockstep = g->beam || spec;
     if (budget > 0 && !(lockstep && group_in_flight(*g)) && !g->cancel_requested) {
       std::vector<Sequence*> live = live_seqs(*g);
       for (size_t k = 0; k < live.size() && budget > 0; ++k) {
@@ -155,9 +157,10 @@ void SchedulerCore::prepare_running(BookingRequest& r) {
         sa.pending = n - known;
         const bool sample = s.num_scheduled + n == known_end + s.pending;
         intents_[s.id] = Intent{s.id, known, n - known, sample, {}};
-        if (sample && s.proposer && known == 1 && n == 1) {  // a decode: draft after it
+        if (spec && sample && known == 1 && n == 1) {  // a decode: draft after it
           Intent& in = intents_[s.id];
           in.drafts = propose_drafts(*g, s, std::min(budget - 1, spec_left));
+          if (in.drafts.empty()) note_drafts(s, 0, 0);
           spec_left -= int32_t(in.drafts.size());
           sa.pending = int32_t(in.drafts.size());  // booked pending: never hashed unless kept
           budget -= sa.pending;

@@ -89,7 +89,11 @@
 // speculation). The rejected slots are rolled back in the block manager
 // (next booking) and in the executor's state (next plan's truncates).
 // Drafts count against the step's token budget. Such a group is planned
-// only with no step of its own in flight, as beams are.
+// only with no step of its own in flight, as beams are. Turn-down: a
+// sequence whose drafts are mostly rejected (< 35% of 16) or which finds no
+// match 4 times in a row cools down (no drafts, scheduled ahead as usual)
+// for 8, 16, ... 256 tokens (a good window halves the next one); a step
+// with more than speculative_max_batch running sequences drafts nothing.
 //
 // Failures: fail_step(id) (the oldest step in flight failed or timed out)
 // ends only the groups in that step with `error`, and dooms the steps
@@ -134,6 +138,9 @@ struct SchedulerConfig {
   // The default for requests that leave options.speculative unset (applied
   // only where SpeculativeOptions::supports() the request).
   SpeculativeOptions speculative;
+  // No drafting in a step whose running sequences exceed this (verifying
+  // k + 1 rows costs more than it saves in large batches).
+  int32_t speculative_max_batch = 16;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
   FairShareConfig fair;                  // policy == fair
 };
@@ -294,6 +301,11 @@ class SchedulerCore {
                   int32_t row_back = 0);
   // Speculative decoding (scheduler_core_spec.cpp).
   static bool speculates(const SequenceGroup& g) { return g.options.speculative.active(); }
+  // Whether g drafts in the step being prepared (then it runs lockstep).
+  bool drafting(const SequenceGroup& g, bool batch_ok) const {
+    return speculates(g) && batch_ok && g.seqs[0].spec_cooldown == 0;
+  }
+  void note_drafts(Sequence& s, int32_t drafted, int32_t accepted);
   std::vector<TokenId> propose_drafts(const SequenceGroup& g, Sequence& s, int32_t budget) const;
   // Applies the d + 1 samples of s's speculative entry (samples[first, first + d]).
   void apply_drafts(SequenceGroup& g, Sequence& s, const StepResult& result, size_t first);

@@ -178,6 +178,7 @@ void SchedulerCore::doom_step(const InFlight& f) {
 
 void SchedulerCore::on_token(SequenceGroup& g, Sequence& s, const SampleOutput& out) {
   s.tokens.push_back(out.token);
+  if (s.spec_cooldown > 0) --s.spec_cooldown;
   const int32_t pos = int32_t(s.tokens.size()) - 1;
   if (pos < s.num_scheduled) commits_.push_back({s.id, pos, out.token});  // booked as pending
   ++tokens_generated_;

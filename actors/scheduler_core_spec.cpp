@@ -40,11 +40,29 @@ void SchedulerCore::apply_drafts(SequenceGroup& g, Sequence& s, const StepResult
   s.num_computed = std::min(s.num_computed, valid);
   s.drafted += d;
   s.accepted += v.accepted;
+  note_drafts(s, d, v.accepted);
   spec_drafted_ += uint64_t(d);
   spec_accepted_ += uint64_t(v.accepted);
   for (size_t j = 0; j < v.tokens.size() && !s.finished(); ++j) {
     on_token(g, s, result.samples[first + j]);
   }
+}
+
+// Turn-down bookkeeping after a drafting attempt (drafted == 0: no match).
+void SchedulerCore::note_drafts(Sequence& s, int32_t drafted, int32_t accepted) {
+  constexpr int32_t kWindow = 16, kMisses = 4, kFirstCooldown = 8, kMaxCooldown = 256;
+  constexpr double kMinRate = 0.35;
+  s.window_misses = drafted == 0 ? s.window_misses + 1 : 0;
+  s.window_drafted += drafted;
+  s.window_accepted += accepted;
+  const bool poor = s.window_drafted >= kWindow && s.window_accepted < kMinRate * s.window_drafted;
+  if (!poor && s.window_misses < kMisses) {
+    if (s.window_drafted >= kWindow) s.window_drafted = s.window_accepted = 0, s.spec_backoff /= 2;
+    return;
+  }
+  s.spec_backoff = std::clamp(s.spec_backoff * 2, kFirstCooldown, kMaxCooldown);
+  s.spec_cooldown = s.spec_backoff;
+  s.window_drafted = s.window_accepted = s.window_misses = 0;
 }
 
 }  // namespace pagoda::actors

@@ -78,6 +78,10 @@ struct Sequence {
   std::shared_ptr<NgramProposer> proposer;
   std::vector<TokenId> drafts;
   int64_t drafted = 0, accepted = 0;  // totals over the sequence's life
+  // Turn-down (scheduler_core_spec.cpp): tokens left without drafting, the
+  // next cool-down's length, and the current window's counts.
+  int32_t spec_cooldown = 0, spec_backoff = 0;
+  int32_t window_drafted = 0, window_accepted = 0, window_misses = 0;
 
   int32_t output_len() const { return int32_t(tokens.size()) - prompt_len; }
   bool finished() const { return status == SeqStatus::finished; }

@@ -45,7 +45,7 @@ inline void add_load_format_options(CLI::App* cmd, std::string& load_format,
 // --cuda-split-k N (0: off), --cuda-prefill-kernel fa2|rowwise,
 // --no-async-uploads; speculative decoding for requests that do not choose:
 // --speculative off|ngram, --num-speculative-tokens K, --prompt-lookup-min N,
-// --prompt-lookup-max N.
+// --prompt-lookup-max N, --speculative-max-batch N.
 struct EngineRuntimeArgs {
   bool no_async_scheduling = false;
   double step_timeout_s = 300.0;
@@ -56,6 +56,7 @@ struct EngineRuntimeArgs {
   bool no_async_uploads = false;
   std::string speculative = "off";
   int32_t num_speculative_tokens = 4, prompt_lookup_min = 1, prompt_lookup_max = 4;
+  int32_t speculative_max_batch = 16;
 };
 
 inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
@@ -94,6 +95,9 @@ inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
       ->check(CLI::Range(1, 16));
   cmd->add_option("--prompt-lookup-max", a.prompt_lookup_max, "Longest n-gram matched (ngram)")
       ->check(CLI::Range(1, 16));
+  cmd->add_option("--speculative-max-batch", a.speculative_max_batch,
+                  "No drafting in a step with more running sequences than this")
+      ->check(CLI::Range(0, 1 << 16));
 }
 
 template <class EngineOptions>
@@ -110,6 +114,7 @@ void apply_engine_runtime_options(const EngineRuntimeArgs& a, EngineOptions& o) 
   o.speculative.config.k = a.num_speculative_tokens;
   o.speculative.config.min_n = a.prompt_lookup_min;
   o.speculative.config.max_n = a.prompt_lookup_max;
+  o.speculative_max_batch = a.speculative_max_batch;
 }
 
 void add_inspect_command(CLI::App& app, int& exit_code);

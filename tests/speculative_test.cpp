@@ -19,6 +19,7 @@
 
 #include "actors/block_manager.hpp"
 #include "actors/ngram_proposer.hpp"
+#include "actors/scheduler_core.hpp"
 #include "actors/speculative_verify.hpp"
 #include "gpu/backend.hpp"
 
@@ -311,6 +312,77 @@ TEST(BlockManagerRollback, AForkedSiblingKeepsItsSharedBlock) {
   ASSERT_TRUE(bm.free(1).ok());
   ASSERT_TRUE(bm.free(2).ok());
   EXPECT_EQ(bm.num_free_blocks() + bm.num_cached_blocks(), 8);
+}
+
+// ---- the scheduler core's drafting and turn-down -------------------------------
+
+struct SpecRun {
+  int steps = 0;
+  std::vector<TokenId> out;
+  std::vector<int> rows_per_step;
+};
+
+// Runs one speculating greedy group to the end on a fake model: `next`
+// maps (previous token, call count) to the sampled token.
+template <class Next>
+SpecRun run_spec_group(std::vector<TokenId> prompt, int32_t max_tokens, Next next) {
+  SchedulerConfig c;
+  c.max_model_len = 512;
+  BlockManagerConfig bc;
+  bc.num_blocks = 128;
+  bc.block_size = 4;
+  SchedulerCore core(c, std::move(BlockManager::create(bc)).value());
+  SamplingOptions o;
+  o.temperature = 0.0f;
+  o.max_tokens = max_tokens;
+  o.seed = 1;
+  o.speculative = SpeculativeOptions{.set = true, .ngram = true, .config = {.min_n = 1, .max_n = 3, .k = 3}};
+  EXPECT_TRUE(core.add_group(1, std::move(prompt), o).ok());
+  SpecRun run;
+  int calls = 0;
+  while (core.has_unfinished() && run.steps < 500) {
+    StepPlan plan = core.schedule();
+    if (plan.empty()) break;
+    ++run.steps;
+    run.rows_per_step.push_back(int(plan.samples.size()));
+    StepResult r;
+    r.step_id = plan.step_id;
+    for (const PlanSample& ps : plan.samples) {
+      const PlanEntry& e = plan.entries[size_t(ps.entry)];
+      const TokenId prev = e.tokens[e.tokens.size() - 1 - size_t(ps.row_back)];
+      r.samples.push_back(SampleOutput{.seq = ps.seq, .token = next(prev, calls++)});
+    }
+    EXPECT_TRUE(core.apply(r).ok());
+    for (const SeqEvent& ev : core.take_events()) {
+      if (ev.has_token) run.out.push_back(ev.sample.token);
+    }
+  }
+  EXPECT_EQ(core.block_manager().num_used_blocks(), 0);
+  return run;
+}
+
+TEST(SpeculativeScheduling, AcceptedDraftsCutTheSteps) {
+  auto cycle = [](TokenId prev, int) { return prev % 3 + 1; };  // 1 2 3 1 2 3 ...
+  const SpecRun run = run_spec_group({1, 2, 3, 1, 2, 3, 1}, 40, cycle);
+  std::vector<TokenId> want;
+  for (int i = 0; i < 40; ++i) want.push_back(TokenId(i % 3 + 2 > 3 ? 1 : i % 3 + 2));
+  EXPECT_EQ(run.out, want);
+  EXPECT_EQ(run.steps, 1 + 10);  // the prefill's token, then 39 tokens at 4 per step
+}
+
+TEST(SpeculativeScheduling, ASequenceWhoseDraftsFailCoolsDown) {
+  // A "model" over 4 tokens that the prompt's n-grams cannot predict: drafts
+  // are found at almost every step and about a quarter of each is accepted.
+  auto noisy = [](TokenId, int call) { return TokenId((uint32_t(call) * 2654435761u >> 7) % 4 + 1); };
+  const SpecRun run = run_spec_group({1, 2, 3, 4, 1, 2, 3, 4}, 300, noisy);
+  ASSERT_EQ(run.out.size(), 300u);
+  int speculative_steps = 0;
+  for (int rows : run.rows_per_step) speculative_steps += rows > 1 ? 1 : 0;
+  // Without the turn-down every step drafts; with it,
+  // windows of 16 drafted tokens alternate with cool-downs of 8, 16, 32, ...
+  EXPECT_GE(speculative_steps, 5);
+  EXPECT_LE(speculative_steps, 60);  // 191 of 192 with the turn-down switched off
+  std::printf("noisy model: %d steps, %d of them speculative\n", run.steps, speculative_steps);
 }
 
 }  // namespace
