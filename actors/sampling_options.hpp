@@ -29,8 +29,8 @@
 //    anonymous client). Neither changes the output.
 //  - speculative: n-gram prompt-lookup speculation (issue 24; off by default).
 //    Exact: the same tokens as without it (actors/speculative_verify.hpp).
-//    Supported for n = 1 without beams and without penalties; validate()
-//    refuses the other combinations.
+//    Supported for n = 1 without beams, penalties, constraints or token
+//    masks (speculation_supported()); validate() refuses the others.
 //  - constraint, token_mask: structured output and per-token biases/bans
 //    (actors/output_constraint.hpp, issue 23).
 // A plain value; thread-safe to copy.
@@ -55,10 +55,6 @@ struct SpeculativeOptions {
   bool ngram = false;  // prompt-lookup drafting (actors/ngram_proposer.hpp)
   NgramConfig config;  // k = num_speculative_tokens, prompt_lookup_min/max
   bool active() const { return ngram; }
-  // Whether a request with these other options can speculate at all.
-  static bool supports(int32_t n, int32_t beam_width, bool uses_history) {
-    return n == 1 && beam_width == 0 && !uses_history;
-  }
 };
 
 struct SamplingOptions {
@@ -103,6 +99,11 @@ struct SamplingOptions {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }
 
+  // Whether these options can run with speculative decoding at all.
+  bool speculation_supported() const {
+    return n == 1 && beam_width == 0 && !uses_history() && !constraint.active() && !token_mask.active();
+  }
+
   // Range checks, with a message naming the field.
   Result<void> validate() const {
     auto bad = [](const std::string& what) { return make_error("sampling options: " + what); };
@@ -125,9 +126,10 @@ struct SamplingOptions {
     if (beam_width > 0 && !(length_penalty == length_penalty)) return bad("length_penalty must be a number");
     if (speculative.active()) {
       if (auto ok = speculative.config.validate(); !ok) return ok;
-      if (!SpeculativeOptions::supports(n, beam_width, uses_history())) {
-        return bad("speculative decoding supports n = 1 without beam search and without "
-                   "repetition, presence or frequency penalties");
+      if (!speculation_supported()) {
+        return bad("speculative decoding supports n = 1 without beam search, without "
+                   "repetition, presence or frequency penalties and without structured-output "
+                   "constraints or token masks");
       }
     }
     for (const std::string& s : stop) {

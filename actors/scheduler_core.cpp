@@ -31,8 +31,7 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
   g->id = id;
   g->options = options;
   SpeculativeOptions& spec = g->options.speculative;
-  if (!spec.set && config_.speculative.active() &&
-      SpeculativeOptions::supports(options.n, options.beam_width, options.uses_history())) {
+  if (!spec.set && config_.speculative.active() && options.speculation_supported()) {
     spec = config_.speculative;
   }
   const bool beam = options.beam_width > 0;

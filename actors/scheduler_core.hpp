@@ -136,7 +136,7 @@ struct SchedulerConfig {
   int32_t max_in_flight = 1;             // 2: schedule one step ahead
   int32_t max_spec_tokens = 64;          // drafted tokens per step (the executor's extra rows)
   // The default for requests that leave options.speculative unset (applied
-  // only where SpeculativeOptions::supports() the request).
+  // only where SamplingOptions::speculation_supported()).
   SpeculativeOptions speculative;
   // No drafting in a step whose running sequences exceed this (verifying
   // k + 1 rows costs more than it saves in large batches).

@@ -196,6 +196,12 @@ TEST(SpeculativeEngine, RefusesUnsupportedCombinations) {
   s.beam_width = 2;
   EXPECT_FALSE(s.validate().ok());
   s.beam_width = 0;
+  s.token_mask.allowed_token_ids = {1, 2, 3};
+  EXPECT_FALSE(s.validate().ok());
+  s.token_mask = {};
+  s.constraint.kind = OutputConstraint::Kind::json_object;
+  EXPECT_FALSE(s.validate().ok());
+  s.constraint = {};
   s.speculative.config.k = 0;
   ASSERT_FALSE(s.validate().ok());
   EXPECT_NE(s.validate().error().message.find("num_speculative_tokens"), std::string::npos);
