@@ -51,6 +51,15 @@ void BlockBooker::prelude(const BookingRequest& r, BookingReply& out) {
       if (blocks_.num_pending(c.seq) == 0) pending_step_.erase(p);
     }
   }
+  for (const SeqRollback& b : r.rollbacks) {
+    if (!blocks_.contains(b.seq)) continue;  // freed meanwhile
+    if (auto ok = blocks_.rollback(b.seq, b.num_tokens); !ok) {
+      out.failures.push_back({owners_.contains(b.seq) ? owners_[b.seq].request : 0, b.seq,
+                              ok.error().message});
+      continue;
+    }
+    if (blocks_.num_pending(b.seq) == 0) pending_step_.erase(b.seq);
+  }
   for (SeqId s : r.frees) free_seq(s);
   for (const SeqFork& f : r.forks) {
     auto owner = owners_.find(f.parent);

@@ -9,7 +9,7 @@
 //     the step in flight samples), then FCFS waiting candidates, the token
 //     budget left for admissions and the sequence limit;
 //   - the booker applies the prelude (commits of tokens learned since the
-//     last booking, frees, beam forks, step logs retired or abandoned), then
+//     last booking, rollbacks of rejected drafts, frees, beam forks, step logs retired or abandoned), then
 //     books the running groups in order; when a group's appends do not fit,
 //     it preempts (frees every sequence of) the LAST running group in the
 //     scheduler's order, repeatedly, the group itself last (so victims come
@@ -48,6 +48,13 @@ struct TokenCommit {
   SeqId seq = 0;
   int32_t position = 0;
   TokenId token = -1;
+};
+
+// Speculative decoding: seq keeps its first num_tokens slots; the dropped
+// ones are pending drafts that were rejected (BlockManager::rollback).
+struct SeqRollback {
+  SeqId seq = 0;
+  int32_t num_tokens = 0;
 };
 
 struct SeqFork {
@@ -93,6 +100,7 @@ struct BookingRequest {
   // Prelude, applied in this order.
   std::vector<uint64_t> retire_steps, abandon_steps;
   std::vector<TokenCommit> commits;
+  std::vector<SeqRollback> rollbacks;
   std::vector<SeqId> frees;
   std::vector<SeqFork> forks;
   std::vector<SeqOwner> owners;      // (re)names sequences for the KV map

@@ -221,6 +221,35 @@ int32_t BlockManager::num_pending(SeqId seq) const {
   return it == seqs_.end() ? 0 : it->second.num_pending;
 }
 
+Result<void> BlockManager::rollback(SeqId seq, int32_t num_tokens) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return seq_error(seq, "is unknown (rollback)");
+  SeqState& s = it->second;
+  if (num_tokens < 0 || num_tokens > s.num_tokens) return seq_error(seq, "cannot roll back to that length");
+  const int32_t bs = block_size();
+  for (int32_t p = num_tokens; p < s.num_tokens; ++p) {
+    if (pool_.tokens(s.table[size_t(p / bs)])[size_t(p % bs)] != kPendingToken) {
+      return seq_error(seq, "cannot roll back a committed token");
+    }
+  }
+  const size_t keep_blocks = size_t(ceil_div(int64_t(num_tokens), bs));
+  for (int32_t p = s.num_tokens; p > num_tokens;) {  // give back fill, block by block
+    const int32_t block_start = (p - 1) / bs * bs;
+    const int32_t lo = std::max(block_start, num_tokens);
+    pool_.add_fill(s.table[size_t(block_start / bs)], -(p - lo));
+    p = lo;
+  }
+  s.num_pending -= s.num_tokens - num_tokens;
+  s.num_tokens = num_tokens;
+  if (paged()) {
+    while (s.table.size() > keep_blocks) {
+      pool_.unref(s.table.back());
+      s.table.pop_back();
+    }
+  }
+  return {};
+}
+
 int32_t BlockManager::unregister(std::span<const BlockRef> blocks) {
   int32_t n = 0;
   for (const BlockRef& r : blocks) n += pool_.unregister(r) ? 1 : 0;

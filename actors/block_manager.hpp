@@ -165,6 +165,14 @@ class BlockManager {
   // this completes. Errors: unknown seq, or position not a pending slot.
   Result<void> commit(SeqId seq, int32_t position, TokenId token);
   int32_t num_pending(SeqId seq) const;  // 0 if unknown
+  // Speculative decoding: drops seq's slots from position num_tokens on
+  // (drafted tokens are booked as pending; the rejected ones are never
+  // committed). Requires every dropped slot to be pending, so none lies in a
+  // registered block (prefix-cache hashes cover committed full blocks only).
+  // Blocks left empty go back to the pool, tail first; the kept last block's
+  // fill shrinks. Errors (nothing changed): unknown seq, num_tokens outside
+  // [0, num_tokens(seq)], or a dropped slot that is not pending.
+  Result<void> rollback(SeqId seq, int32_t num_tokens);
 
   bool can_fork(SeqId parent, int32_t num_children = 1) const;
   // Creates `child` (new id) sharing all of parent's blocks. Returns the block

@@ -85,7 +85,7 @@ void BlockPool::unref(BlockId b) {
 
 void BlockPool::add_fill(BlockId b, int32_t n) {
   Meta& m = meta_[size_t(b)];
-  assert(m.ref > 0 && m.fill + n <= block_size_);
+  assert(m.ref > 0 && m.fill + n >= 0 && m.fill + n <= block_size_);
   m.fill += n;
   stored_ += n;
 }

@@ -68,7 +68,8 @@ class BlockPool {
   uint64_t num_evictions() const { return num_evictions_; }
   // Slots written in used blocks (see Fill above).
   int64_t stored_tokens() const { return stored_; }
-  // fill(b) += n. Requires b used and fill(b) + n <= block_size.
+  // fill(b) += n (n < 0 gives slots back: a rollback). Requires b used and
+  // 0 <= fill(b) + n <= block_size.
   void add_fill(BlockId b, int32_t n);
   int32_t fill(BlockId b) const { return meta_[size_t(b)].fill; }
 

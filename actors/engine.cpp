@@ -102,6 +102,9 @@ std::shared_ptr<SchedulerCore> make_core(const EngineOptions& o, const Executor&
   sc.max_model_len = ex.max_model_len();
   sc.eos_token_ids = ex.config().eos_token_ids;
   sc.max_in_flight = o.async_scheduling ? 2 : 1;
+  sc.max_spec_tokens = std::max(o.max_speculative_rows, 0);
+  sc.speculative = o.speculative;
+  sc.speculative_max_batch = o.speculative_max_batch;
   sc.policy = o.scheduling_policy;
   sc.fair = o.fair_share;
   return std::make_shared<SchedulerCore>(sc);
@@ -209,6 +212,12 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options) {
   if (options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
     return make_error("engine: max_num_seqs and max_num_batched_tokens must be >= 1");
+  }
+  if (options.speculative.active()) {
+    if (auto ok = options.speculative.config.validate(); !ok) return ok.error();
+    if (options.max_speculative_rows < 1) {
+      return make_error("engine: speculative decoding needs max_speculative_rows >= 1");
+    }
   }
   auto ex = Executor::create(options);  // the ExecutorOptions part
   if (!ex) return ex.error();

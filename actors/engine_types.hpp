@@ -46,6 +46,10 @@ const char* engine_state_name(EngineState s);
 // The executor's options (model, backend, precision, KV budget, step limits,
 // CPU threads) plus the scheduler's and the actor system's.
 struct EngineOptions : ExecutorOptions {
+  // Speculative decoding for requests that do not choose (--speculative),
+  // and the largest batch (running sequences) in which a step drafts.
+  SpeculativeOptions speculative;
+  int32_t speculative_max_batch = 16;
   bool enable_prefix_caching = true;
   // paged (default) or contiguous: the baseline where every admitted sequence
   // reserves ceil(max_model_len / block_size) blocks up front (no sharing, no
@@ -129,6 +133,8 @@ struct RequestDone {
   std::vector<BeamHypothesis> beams;
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;     // over all samples
+  // Speculative decoding: tokens drafted for the request and of those kept.
+  int64_t spec_drafted = 0, spec_accepted = 0;
 };
 
 // The consumer of one request's stream (the network layer, or generate()).
@@ -172,6 +178,8 @@ struct EngineStats {
   uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
   uint64_t prompt_tokens = 0;      // prompt lengths of groups accepted (once per group)
   uint64_t generation_tokens = 0;  // tokens sampled, all samples (= tokens_generated)
+  // Speculative decoding: tokens drafted and of those accepted (all requests).
+  uint64_t spec_drafted = 0, spec_accepted = 0;
   LatencyHistogram ttft, itl;
   // KV utilisation = tokens stored / (blocks held x block_size), sampled after
   // each step that holds blocks: the last sample and the mean of all samples.

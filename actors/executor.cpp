@@ -29,7 +29,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   lo.precision = o.precision;
   lo.max_num_batched_tokens = o.max_num_batched_tokens;
   lo.max_num_seqs = o.max_num_seqs;
-  lo.max_logits_rows = o.max_num_seqs;
+  lo.max_logits_rows = o.max_num_seqs + std::max(o.max_speculative_rows, 0);
   lo.max_model_len = o.max_model_len;
   lo.block_size = o.block_size;
   lo.load_format = o.load_format;  // --load-format dummy (model/dummy_weights.hpp)
@@ -52,7 +52,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
                                 : ex->backend_->create_kv_cache_for_budget(spec, o.kv_cache_bytes);
   if (!cache) return cache.error();
   ex->cache_ = std::move(cache).value();
-  ex->max_rows_ = o.max_num_seqs;
+  ex->max_rows_ = o.max_num_seqs + std::max(o.max_speculative_rows, 0);
   // Sequences the executor may hold at once: the running ones plus those a
   // later plan releases (one step behind), plus forks of the newest plan.
   const int32_t rows = 2 * o.max_num_seqs + 8;
@@ -63,12 +63,12 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   ex->history_len_ = ex->max_model_len();
   ex->mirror_ = std::make_unique<SeqMirror>(ex->num_blocks(), ex->block_size(),
                                             static_cast<TableStore*>(ex.get()));
-  if (auto ok = ex->ensure(ex->rows_dev_, size_t(o.max_num_seqs) * sizeof(gpu::SamplingRowParams));
+  if (auto ok = ex->ensure(ex->rows_dev_, size_t(ex->max_rows_) * sizeof(gpu::SamplingRowParams));
       !ok) {
     return ok.error();
   }
-  if (auto ok = ex->ensure(ex->out_dev_, out_bytes(o.max_num_seqs)); !ok) return ok.error();
-  ex->host_out_.resize(out_bytes(o.max_num_seqs));
+  if (auto ok = ex->ensure(ex->out_dev_, out_bytes(ex->max_rows_)); !ok) return ok.error();
+  ex->host_out_.resize(out_bytes(ex->max_rows_));
   return ex;
 }
 
@@ -165,7 +165,7 @@ Result<StepResult> Executor::run_step(const StepPlan& plan, const std::function<
   staging_[staging_set_].wait_writable();
   staged_ = 0;
   if (int32_t(plan.samples.size()) > max_rows_ || int32_t(plan.entries.size()) > max_rows_) {
-    return make_error("executor: the plan has more rows than max_num_seqs");
+    return make_error("executor: the plan has more rows than max_num_seqs + max_speculative_rows");
   }
   StepResult out;
   out.step_id = plan.step_id;
@@ -311,7 +311,7 @@ void Executor::build_batch(const StepPlan& plan) {
                             block_size(), /*want_logits=*/false);
   }
   for (const PlanSample& s : plan.samples) {
-    batch_.logits_rows.push_back(batch_.query_start_loc[size_t(s.entry) + 1] - 1);
+    batch_.logits_rows.push_back(batch_.query_start_loc[size_t(s.entry) + 1] - 1 - s.row_back);
   }
 }
 

@@ -57,6 +57,9 @@ struct ExecutorOptions {
   int32_t block_size = 16;
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
+  // Sampled rows a step may have beyond one per sequence: speculative
+  // drafts (each drafted token's row is sampled too). 0: no speculation.
+  int32_t max_speculative_rows = 64;
   int32_t max_model_len = 0;  // 0: the model's context length
   size_t cpu_threads = 0;     // CPU backend threads; 0 = the shared pool
   // --load-format dummy / --dummy-dtype: random weights of model_path's config (model/dummy_weights.hpp).

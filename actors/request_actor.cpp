@@ -239,6 +239,8 @@ bool on_event(Self self, const SeqEvent& ev) {
   if (s.done) return true;
   if (ev.has_token) {
     ++st.done.completion_tokens;
+    st.done.spec_drafted = ev.spec_drafted;  // cumulative; speculation runs with n = 1 only
+    st.done.spec_accepted = ev.spec_accepted;
     s.decoder->push(ev.sample.token, s.held);
     bool matched = false;
     std::string text = release_text(s.held, st.options.stop, &matched);

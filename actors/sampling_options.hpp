@@ -27,6 +27,10 @@
 //    meaning), FCFS within a value. client: the key fair sharing counts
 //    service under (the request's `user`, else its address; empty: one
 //    anonymous client). Neither changes the output.
+//  - speculative: n-gram prompt-lookup speculation (issue 24; off by default).
+//    Exact: the same tokens as without it (actors/speculative_verify.hpp).
+//    Supported for n = 1 without beams, penalties, constraints or token
+//    masks (speculation_supported()); validate() refuses the others.
 //  - constraint, token_mask: structured output and per-token biases/bans
 //    (actors/output_constraint.hpp, issue 23).
 // A plain value; thread-safe to copy.
@@ -37,11 +41,21 @@
 #include <string>
 #include <vector>
 
+#include "actors/ngram_proposer.hpp"
 #include "actors/output_constraint.hpp"
 #include "gpu/ops.hpp"
 #include "gpu/result.hpp"
 
 namespace pagoda::actors {
+
+// set: the request chose (ngram on or off); unset, the engine's default
+// applies where the request supports it (SchedulerConfig::speculative).
+struct SpeculativeOptions {
+  bool set = false;
+  bool ngram = false;  // prompt-lookup drafting (actors/ngram_proposer.hpp)
+  NgramConfig config;  // k = num_speculative_tokens, prompt_lookup_min/max
+  bool active() const { return ngram; }
+};
 
 struct SamplingOptions {
   float temperature = 1.0f;
@@ -65,6 +79,7 @@ struct SamplingOptions {
   bool early_stopping = true;
   int32_t priority = 0;
   std::string client;
+  SpeculativeOptions speculative;
   OutputConstraint constraint;
   TokenMaskOptions token_mask;
 
@@ -82,6 +97,11 @@ struct SamplingOptions {
   // Whether any penalty needs the token history on the device.
   bool uses_history() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
+
+  // Whether these options can run with speculative decoding at all.
+  bool speculation_supported() const {
+    return n == 1 && beam_width == 0 && !uses_history() && !constraint.active() && !token_mask.active();
   }
 
   // Range checks, with a message naming the field.
@@ -104,6 +124,14 @@ struct SamplingOptions {
     if (beam_width > 0 && n > beam_width) return bad("n must be <= beam_width for beam search");
     if (beam_width > 0 && !stop.empty()) return bad("stop strings are not supported with beam search");
     if (beam_width > 0 && !(length_penalty == length_penalty)) return bad("length_penalty must be a number");
+    if (speculative.active()) {
+      if (auto ok = speculative.config.validate(); !ok) return ok;
+      if (!speculation_supported()) {
+        return bad("speculative decoding supports n = 1 without beam search, without "
+                   "repetition, presence or frequency penalties and without structured-output "
+                   "constraints or token masks");
+      }
+    }
     for (const std::string& s : stop) {
       if (s.empty()) return bad("stop strings must not be empty");
     }

@@ -32,6 +32,10 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
   g->id = id;
   g->options = options;
   g->constraint = std::move(constraint);
+  SpeculativeOptions& spec = g->options.speculative;
+  if (!spec.set && config_.speculative.active() && options.speculation_supported()) {
+    spec = config_.speculative;
+  }
   const bool beam = options.beam_width > 0;
   g->forked = !beam && options.n == 1;
   if (beam) g->beam = make_beam_state(options, int32_t(prompt.size()));
@@ -44,6 +48,9 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
     s.tokens = prompt;
     s.prompt_len = int32_t(prompt.size());
     s.seed = options.seed_for(i);
+    if (g->options.speculative.active()) {
+      s.proposer = std::make_shared<NgramProposer>(g->options.speculative.config);
+    }
     seq_index_[s.id] = {g.get(), i};
   }
   g->arrival = next_arrival_++;
@@ -87,7 +94,8 @@ bool SchedulerCore::group_in_flight(const SequenceGroup& g) const {
 bool SchedulerCore::has_outbox() const {
   // Retired and abandoned step ids ride on the next booking (its prelude
   // handles them first); alone they make no booking.
-  return !commits_.empty() || !frees_.empty() || !beam_forks_.empty() || !owners_.empty();
+  return !commits_.empty() || !rollbacks_.empty() || !frees_.empty() || !beam_forks_.empty() ||
+         !owners_.empty();
 }
 
 bool SchedulerCore::can_prepare() const {
@@ -118,6 +126,7 @@ void SchedulerCore::take_outbox(BookingRequest& r) {
   r.retire_steps.swap(retire_);
   r.abandon_steps.swap(abandon_);
   r.commits.swap(commits_);
+  r.rollbacks.swap(rollbacks_);
   r.frees.swap(frees_);
   r.forks.swap(beam_forks_);
   r.owners.swap(owners_);
@@ -125,11 +134,15 @@ void SchedulerCore::take_outbox(BookingRequest& r) {
 
 void SchedulerCore::prepare_running(BookingRequest& r) {
   int32_t budget = r.budget;
+  int32_t spec_left = config_.max_spec_tokens;
+  const bool batch_ok = running_seq_slots() <= config_.speculative_max_batch;
   for (GroupPtr g : running_) {
     GroupAppend a;
     a.group = g->id;
     a.slots = seq_slots(*g);
-    if (budget > 0 && !(g->beam && group_in_flight(*g)) && !g->cancel_requested) {
+    const bool spec = drafting(*g, batch_ok);
+    const bool lockstep = g->beam || spec;
+    if (budget > 0 && !(lockstep && group_in_flight(*g)) && !g->cancel_requested) {
       std::vector<Sequence*> live = live_seqs(*g);
       for (size_t k = 0; k < live.size() && budget > 0; ++k) {
         Sequence& s = *live[k];
@@ -144,7 +157,15 @@ void SchedulerCore::prepare_running(BookingRequest& r) {
         sa.tokens.assign(s.tokens.begin() + s.num_scheduled, s.tokens.begin() + s.num_scheduled + known);
         sa.pending = n - known;
         const bool sample = s.num_scheduled + n == known_end + s.pending;
-        intents_[s.id] = Intent{s.id, known, n - known, sample};
+        intents_[s.id] = Intent{s.id, known, n - known, sample, {}};
+        if (spec && sample && known == 1 && n == 1) {  // a decode: draft after it
+          Intent& in = intents_[s.id];
+          in.drafts = propose_drafts(*g, s, std::min(budget - 1, spec_left));
+          if (in.drafts.empty()) note_drafts(s, 0, 0);
+          spec_left -= int32_t(in.drafts.size());
+          sa.pending = int32_t(in.drafts.size());  // booked pending: never hashed unless kept
+          budget -= sa.pending;
+        }
         a.seqs.push_back(std::move(sa));
         budget -= n;
         if (sample && !g->forked && !g->beam) {
@@ -246,6 +267,8 @@ StepPlan SchedulerCore::commit(const BookingReply& reply) {
   book_again_ = plan.empty() && !reply.preempted.empty();
   plan.releases.insert(plan.releases.end(), releases_.begin(), releases_.end());
   releases_.clear();
+  plan.truncates.insert(plan.truncates.end(), truncates_.begin(), truncates_.end());
+  truncates_.clear();
   if (plan.empty()) {  // nothing runs: the executor's state changes wait for the next plan
     retire_.push_back(reply.step_id);
     carry_ = std::move(plan);

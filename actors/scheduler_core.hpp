@@ -79,6 +79,22 @@
 // order, so a block is reused only by a later step; a failed step's
 // prefix-cache registrations are abandoned.
 //
+// Speculative decoding (options.speculative; scheduler_core_spec.cpp): a
+// decoding sequence of such a group computes its last token plus up to k
+// drafted ones (NgramProposer over its committed tokens; their slots booked
+// pending, so never hashed) and samples every one of those rows with the
+// step = output index it stands for; apply() keeps the drafts up to the
+// first that differs from the sampler's own draw and commits the draws
+// (actors/speculative_verify.hpp: the tokens are those of a run without
+// speculation). The rejected slots are rolled back in the block manager
+// (next booking) and in the executor's state (next plan's truncates).
+// Drafts count against the step's token budget. Such a group is planned
+// only with no step of its own in flight, as beams are. Turn-down: a
+// sequence whose drafts are mostly rejected (< 35% of 16) or which finds no
+// match 4 times in a row cools down (no drafts, scheduled ahead as usual)
+// for 8, 16, ... 256 tokens (a good window halves the next one); a step
+// with more than speculative_max_batch running sequences drafts nothing.
+//
 // Failures: fail_step(id) (the oldest step in flight failed or timed out)
 // ends only the groups in that step with `error`, and dooms the steps
 // planned on top of it (the executor skips them: StepPlan::depends_on);
@@ -118,6 +134,13 @@ struct SchedulerConfig {
   int32_t max_model_len = 2048;          // prompt + output tokens per sequence
   std::vector<TokenId> eos_token_ids;
   int32_t max_in_flight = 1;             // 2: schedule one step ahead
+  int32_t max_spec_tokens = 64;          // drafted tokens per step (the executor's extra rows)
+  // The default for requests that leave options.speculative unset (applied
+  // only where SamplingOptions::speculation_supported()).
+  SpeculativeOptions speculative;
+  // No drafting in a step whose running sequences exceed this (verifying
+  // k + 1 rows costs more than it saves in large batches).
+  int32_t speculative_max_batch = 16;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
   FairShareConfig fair;                  // policy == fair
 };
@@ -136,11 +159,15 @@ struct SeqEvent {
   // and only the finished hypotheses (best first).
   bool beam = false, beam_final = false;
   std::vector<BeamResult> beams;
+  // Speculative decoding: the sequence's drafted and accepted totals so far
+  // (on its token events; 0 without speculation).
+  int64_t spec_drafted = 0, spec_accepted = 0;
 };
 
 struct SchedulerStats {
   int32_t running_groups = 0, waiting_groups = 0, running_seqs = 0;
   uint64_t preemptions = 0, tokens_generated = 0, steps = 0;
+  uint64_t spec_drafted = 0, spec_accepted = 0;  // speculative tokens proposed / kept
   int32_t total_blocks = 0, used_blocks = 0, free_blocks = 0, cached_blocks = 0;
   int64_t stored_tokens = 0;
   int32_t block_size = 0;
@@ -236,6 +263,7 @@ class SchedulerCore {
     SeqId seq = 0;
     int32_t known = 0, pending = 0;  // tokens from num_scheduled on
     bool sample = false;
+    std::vector<TokenId> drafts;     // speculative: computed after the known ids
   };
 
   std::vector<Sequence*> live_seqs(SequenceGroup& g);
@@ -271,7 +299,18 @@ class SchedulerCore {
   void doom_step(const InFlight& f);
   void preempt_fork_groups(const InFlight& f);
   void fail_rows(const InFlight& f, const StepResult& result);
-  void add_sample(const SequenceGroup& g, Sequence& s, int32_t entry, StepPlan& plan);
+  void add_sample(const SequenceGroup& g, Sequence& s, int32_t entry, StepPlan& plan,
+                  int32_t row_back = 0);
+  // Speculative decoding (scheduler_core_spec.cpp).
+  static bool speculates(const SequenceGroup& g) { return g.options.speculative.active(); }
+  // Whether g drafts in the step being prepared (then it runs lockstep).
+  bool drafting(const SequenceGroup& g, bool batch_ok) const {
+    return speculates(g) && batch_ok && g.seqs[0].spec_cooldown == 0;
+  }
+  void note_drafts(Sequence& s, int32_t drafted, int32_t accepted);
+  std::vector<TokenId> propose_drafts(const SequenceGroup& g, Sequence& s, int32_t budget) const;
+  // Applies the d + 1 samples of s's speculative entry (samples[first, first + d]).
+  void apply_drafts(SequenceGroup& g, Sequence& s, const StepResult& result, size_t first);
   void preempt(SequenceGroup& g);
   void on_token(SequenceGroup& g, Sequence& s, const SampleOutput& out);
   FinishReason finish_check(const SequenceGroup& g, const Sequence& s) const;
@@ -296,6 +335,8 @@ class SchedulerCore {
   std::vector<SeqEvent> events_;
   // Outbox for the next booking, and the executor's releases for the next plan.
   std::vector<TokenCommit> commits_;
+  std::vector<SeqRollback> rollbacks_;
+  std::vector<SeqTruncate> truncates_;   // for the next plan
   std::vector<SeqId> frees_, releases_;
   std::vector<SeqFork> beam_forks_;
   std::vector<SeqOwner> owners_;
@@ -313,6 +354,7 @@ class SchedulerCore {
   uint64_t step_id_ = 0;
   uint64_t steps_ = 0;
   uint64_t preemptions_ = 0, tokens_generated_ = 0;
+  uint64_t spec_drafted_ = 0, spec_accepted_ = 0;
 };
 
 }  // namespace pagoda::actors

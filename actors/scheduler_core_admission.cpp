@@ -47,7 +47,7 @@ void SchedulerCore::commit_group(SequenceGroup& g, const GroupBooked& gb, bool f
       s.status = SeqStatus::running;
       s.num_computed = s.num_scheduled = b.num_cached;
       const bool complete = b.num_cached + b.num_tokens == int32_t(s.tokens.size());
-      intents_[s.id] = Intent{s.id, b.num_tokens, 0, complete};
+      intents_[s.id] = Intent{s.id, b.num_tokens, 0, complete, {}};
     }
     commit_seq(g, s, b, fresh, plan);
     if (leader_entry < 0) leader_entry = int32_t(plan.entries.size()) - 1;
@@ -59,11 +59,12 @@ void SchedulerCore::commit_group(SequenceGroup& g, const GroupBooked& gb, bool f
 void SchedulerCore::commit_seq(SequenceGroup& g, Sequence& s, const SeqBooked& b, bool fresh,
                                StepPlan& plan) {
   auto in = intents_.find(s.id);
-  const Intent intent = in == intents_.end() ? Intent{s.id, b.num_tokens, 0, false} : in->second;
+  const Intent intent = in == intents_.end() ? Intent{s.id, b.num_tokens, 0, false, {}} : in->second;
   PlanEntry e;
   e.seq = s.id;
   e.tokens.assign(s.tokens.begin() + s.num_scheduled,
                   s.tokens.begin() + s.num_scheduled + intent.known);
+  e.tokens.insert(e.tokens.end(), intent.drafts.begin(), intent.drafts.end());
   e.num_placeholders = intent.pending;
   e.num_cached = s.num_scheduled;
   e.fresh = fresh;
@@ -83,7 +84,10 @@ void SchedulerCore::commit_seq(SequenceGroup& g, Sequence& s, const SeqBooked& b
   building_.entries.push_back({s.id, s.epoch, n});
   // A group's entries are committed together (commit_group).
   if (building_.groups.empty() || building_.groups.back() != g.id) building_.groups.push_back(g.id);
-  if (intent.sample) add_sample(g, s, int32_t(plan.entries.size()) - 1, plan);
+  if (!intent.sample) return;
+  const int32_t d = int32_t(intent.drafts.size());
+  s.drafts = intent.drafts;
+  for (int32_t j = 0; j <= d; ++j) add_sample(g, s, int32_t(plan.entries.size()) - 1, plan, d - j);
 }
 
 // n > 1: the children share the prompt the leader just booked and sample
@@ -110,12 +114,13 @@ void SchedulerCore::commit_forks(SequenceGroup& g, const std::vector<SeqFork>& f
 }
 
 void SchedulerCore::add_sample(const SequenceGroup& g, Sequence& s, int32_t entry,
-                               StepPlan& plan) {
+                               StepPlan& plan, int32_t row_back) {
   const SamplingOptions& o = g.options;
   const int32_t out_index = s.output_len() + s.pending;  // earlier samples still in flight
   PlanSample p;
   p.seq = s.id;
   p.entry = entry;
+  p.row_back = row_back;
   if (g.beam) {  // greedy row: only its top candidates (raw log_softmax) matter
     p.params = gpu::SamplingRowParams{.temperature = 0.0f, .seed = s.seed,
                                       .step = uint64_t(out_index),
@@ -167,6 +172,7 @@ void SchedulerCore::preempt(SequenceGroup& g) {
     if (s.finished()) continue;
     s.num_computed = s.num_scheduled = 0;
     s.pending = 0;
+    s.drafts.clear();
     s.epoch++;
     s.status = SeqStatus::waiting;
     s.frozen.reset();

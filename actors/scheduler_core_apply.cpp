@@ -37,6 +37,17 @@ Result<void> SchedulerCore::apply(const StepResult& result) {
     if (s == nullptr) continue;
     s->pending = std::max(0, s->pending - 1);
     SequenceGroup& g = *seq_index_.find(s->id)->second.first;  // find_seq found it
+    if (!s->drafts.empty()) {  // a speculative entry: its d + 1 rows are consecutive
+      const size_t first = i;
+      i += s->drafts.size();
+      s->pending = 0;
+      if (s->finished() || s->finish_requested || g.cancel_requested) {
+        s->drafts.clear();
+        continue;
+      }
+      apply_drafts(g, *s, result, first);
+      continue;
+    }
     if (s->finished() || s->finish_requested || g.cancel_requested) continue;
     if (!g.beam) {
       on_token(g, *s, result.samples[i]);
@@ -127,6 +138,8 @@ void SchedulerCore::reset_actors(const std::string& message) {
     for (Sequence& s : g->seqs) s.registered = false;
   }
   commits_.clear();
+  rollbacks_.clear();
+  truncates_.clear();
   frees_.clear();
   releases_.clear();
   beam_forks_.clear();
@@ -165,6 +178,7 @@ void SchedulerCore::doom_step(const InFlight& f) {
 
 void SchedulerCore::on_token(SequenceGroup& g, Sequence& s, const SampleOutput& out) {
   s.tokens.push_back(out.token);
+  if (s.spec_cooldown > 0) --s.spec_cooldown;
   const int32_t pos = int32_t(s.tokens.size()) - 1;
   if (pos < s.num_scheduled) commits_.push_back({s.id, pos, out.token});  // booked as pending
   ++tokens_generated_;
@@ -174,6 +188,8 @@ void SchedulerCore::on_token(SequenceGroup& g, Sequence& s, const SampleOutput& 
   ev.index = s.index;
   ev.has_token = true;
   ev.sample = out;
+  ev.spec_drafted = s.drafted;
+  ev.spec_accepted = s.accepted;
   ev.finish = finish_check(g, s);
   events_.push_back(std::move(ev));
   if (events_.back().finish != FinishReason::none) {

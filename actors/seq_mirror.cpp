@@ -37,6 +37,7 @@ void SeqMirror::begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& t
     }
   }
   release(plan);
+  for (const SeqTruncate& t : plan.truncates) truncate(t);
   tokens.resize(plan.entries.size());
   bad.assign(plan.entries.size(), 0);
   for (size_t i = 0; i < plan.entries.size(); ++i) {
@@ -144,8 +145,22 @@ Result<MirroredSeq*> SeqMirror::create(SeqId seq, MirroredSeq init) {
   return &seqs_.insert_or_assign(seq, std::move(init)).first->second;
 }
 
+// A rejected speculative run: the state keeps its first num_tokens positions
+// (the table's tail is replaced by the next delta). Unknown or shorter: no-op.
+void SeqMirror::truncate(const SeqTruncate& t) {
+  auto it = seqs_.find(t.seq);
+  if (it == seqs_.end() || t.num_tokens < 0 || t.num_tokens >= it->second.num_tokens) return;
+  MirroredSeq& s = it->second;
+  s.num_tokens = t.num_tokens;
+  if (s.history_valid && s.history.size() > size_t(t.num_tokens)) {
+    s.history.resize(size_t(t.num_tokens));
+    s.history_uploaded = std::min(s.history_uploaded, t.num_tokens);
+  }
+}
+
 void SeqMirror::record(const StepPlan& plan, std::span<const TokenId> sampled) {
   for (size_t i = 0; i < plan.samples.size() && i < sampled.size(); ++i) {
+    if (plan.samples[i].row_back != 0) continue;  // a speculative row: verified by the scheduler
     auto it = seqs_.find(plan.samples[i].seq);
     if (it == seqs_.end()) continue;
     MirroredSeq& s = it->second;

@@ -13,7 +13,7 @@
 // counts, coverage, placeholders).
 //
 // A step is applied in three calls, in plan order:
-//   begin(plan)   pre_forks, releases, then each entry: table delta, token
+//   begin(plan)   pre_forks, releases, truncates, then each entry: table delta, token
 //                 count, ids (known ids + placeholders); every check is
 //                 O(delta); a sequence that fails one is dropped and
 //                 reported, the others go on;
@@ -134,6 +134,7 @@ class SeqMirror {
   // awaited: the sequence's last id is still awaited (expect()).
   Result<void> apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens, bool& awaited);
   Result<void> fork(const SeqForkOp& f);
+  void truncate(const SeqTruncate& t);
   void drop(SeqId seq);
 
   // A new sequence holding a row of the store (its table empty).

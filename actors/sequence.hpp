@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "actors/block_manager.hpp"
+#include "actors/ngram_proposer.hpp"
 #include "actors/sampling_options.hpp"
 
 namespace pagoda::model {
@@ -75,6 +76,16 @@ struct Sequence {
   FinishReason finish = FinishReason::none;
   bool finish_requested = false;     // by the request side; honoured after the step
   uint64_t seed = 0;
+  // Speculative decoding (options.speculative): the proposer indexes the
+  // committed tokens; drafts are those of the step in flight (their slots
+  // are booked pending, the step samples one row per draft + 1).
+  std::shared_ptr<NgramProposer> proposer;
+  std::vector<TokenId> drafts;
+  int64_t drafted = 0, accepted = 0;  // totals over the sequence's life
+  // Turn-down (scheduler_core_spec.cpp): tokens left without drafting, the
+  // next cool-down's length, and the current window's counts.
+  int32_t spec_cooldown = 0, spec_backoff = 0;
+  int32_t window_drafted = 0, window_accepted = 0, window_misses = 0;
 
   int32_t output_len() const { return int32_t(tokens.size()) - prompt_len; }
   bool finished() const { return status == SeqStatus::finished; }

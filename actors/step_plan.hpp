@@ -7,6 +7,7 @@
 // (actors/seq_mirror.hpp). A plan lists, applied in this order:
 //   pre_forks  (parent, child): child starts as a copy of parent (beams);
 //   releases   sequences whose state the executor drops (freed, preempted);
+//   truncates  sequences cut back to a length (rejected speculative drafts);
 //   copies     copy-on-write block copies, run before any attention;
 //   entries    sequences that compute tokens this step: `tokens` (known ids)
 //              then num_placeholders ids the executor fills with the last
@@ -18,7 +19,9 @@
 //              `constraint`: its output constraint, when it has one);
 //   forks      (parent, child) after the entries (n > 1: the children share
 //              the prompt just prefilled and sample from the parent's row);
-//   samples    rows to sample: the logits of entries[entry]'s last row, drawn
+//   samples    rows to sample: the logits of entries[entry]'s last row (or
+//              the row `row_back` before it: a speculative entry samples
+//              every row, see actors/speculative_verify.hpp), drawn
 //              with `params` (seed, step = the sample's output index). The
 //              executor fills the history spans of rows with penalties from
 //              its own history of the sequence.
@@ -66,12 +69,22 @@ struct PlanSample {
   gpu::SamplingRowParams params;      // history offsets are filled by the executor
   bool use_history = false;           // penalties: the executor supplies the history
   std::vector<TokenId> banned;        // never sampled this step (EOS before min_tokens)
+  int32_t row_back = 0;               // the row sampled: the entry's last row minus this
+                                      // (> 0: a speculative entry's earlier rows)
+};
+
+// Speculative decoding: the sequence's state keeps only its first
+// num_tokens positions (rejected drafts are dropped; applied before entries).
+struct SeqTruncate {
+  SeqId seq = 0;
+  int32_t num_tokens = 0;
 };
 
 struct StepPlan {
   uint64_t step_id = 0;
   uint64_t depends_on = 0;
   std::vector<SeqId> releases;
+  std::vector<SeqTruncate> truncates;
   std::vector<SeqForkOp> pre_forks;
   std::vector<BlockCopy> copies;
   std::vector<PlanEntry> entries;
@@ -80,7 +93,9 @@ struct StepPlan {
 
   bool empty() const { return entries.empty(); }
   // Carries state changes for the executor even without entries.
-  bool has_state() const { return !releases.empty() || !pre_forks.empty() || !copies.empty(); }
+  bool has_state() const {
+    return !releases.empty() || !truncates.empty() || !pre_forks.empty() || !copies.empty();
+  }
   int32_t num_tokens() const {
     int32_t n = 0;
     for (const PlanEntry& e : entries) n += e.num_new();

@@ -43,7 +43,9 @@ inline void add_load_format_options(CLI::App* cmd, std::string& load_format,
 // manager on that pool instead of a thread each); and the CUDA step features
 // (each can be switched off if it fails): --cuda-graphs on|off,
 // --cuda-split-k N (0: off), --cuda-prefill-kernel fa2|rowwise,
-// --no-async-uploads.
+// --no-async-uploads; speculative decoding for requests that do not choose:
+// --speculative off|ngram, --num-speculative-tokens K, --prompt-lookup-min N,
+// --prompt-lookup-max N, --speculative-max-batch N.
 struct EngineRuntimeArgs {
   bool no_async_scheduling = false;
   double step_timeout_s = 300.0;
@@ -52,6 +54,9 @@ struct EngineRuntimeArgs {
   std::string cuda_graphs = "on", cuda_prefill_kernel = "fa2";
   int32_t cuda_split_k = 512;
   bool no_async_uploads = false;
+  std::string speculative = "off";
+  int32_t num_speculative_tokens = 4, prompt_lookup_min = 1, prompt_lookup_max = 4;
+  int32_t speculative_max_batch = 16;
 };
 
 inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
@@ -76,6 +81,23 @@ inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
       ->check(CLI::IsMember({"fa2", "rowwise"}));
   cmd->add_flag("--no-async-uploads", a.no_async_uploads,
                 "CUDA: synchronous metadata uploads instead of cudaMemcpyAsync from pinned memory");
+  cmd->add_option("--speculative", a.speculative,
+                  "Speculative decoding for requests that do not choose: off, or ngram (prompt "
+                  "lookup; n = 1 without penalties or beams; outputs are identical)")
+      ->check([](const std::string& v) {
+        if (v == "off" || v == "ngram") return std::string();
+        if (v.rfind("draft:", 0) == 0) return std::string("draft-model speculation is not built yet; use ngram or off");
+        return std::string("must be off or ngram");
+      });
+  cmd->add_option("--num-speculative-tokens", a.num_speculative_tokens, "Drafted tokens per step")
+      ->check(CLI::Range(1, 32));
+  cmd->add_option("--prompt-lookup-min", a.prompt_lookup_min, "Shortest n-gram matched (ngram)")
+      ->check(CLI::Range(1, 16));
+  cmd->add_option("--prompt-lookup-max", a.prompt_lookup_max, "Longest n-gram matched (ngram)")
+      ->check(CLI::Range(1, 16));
+  cmd->add_option("--speculative-max-batch", a.speculative_max_batch,
+                  "No drafting in a step with more running sequences than this")
+      ->check(CLI::Range(0, 1 << 16));
 }
 
 template <class EngineOptions>
@@ -88,6 +110,11 @@ void apply_engine_runtime_options(const EngineRuntimeArgs& a, EngineOptions& o) 
   o.cuda_split_k = a.cuda_split_k;
   o.cuda_tiled_prefill = a.cuda_prefill_kernel == "fa2";
   o.async_uploads = !a.no_async_uploads;
+  o.speculative.ngram = a.speculative == "ngram";
+  o.speculative.config.k = a.num_speculative_tokens;
+  o.speculative.config.min_n = a.prompt_lookup_min;
+  o.speculative.config.max_n = a.prompt_lookup_max;
+  o.speculative_max_batch = a.speculative_max_batch;
 }
 
 void add_inspect_command(CLI::App& app, int& exit_code);

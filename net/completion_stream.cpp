@@ -162,7 +162,7 @@ void CompletionStream::finish_stream(const actors::RequestDone& done) {
     responder_->send_event(chunk_body(meta_, c, settings_.include_usage));
   }
   if (settings_.include_usage) {
-    responder_->send_event(usage_chunk_body(meta_, Usage{done.prompt_tokens, done.completion_tokens}));
+    responder_->send_event(usage_chunk_body(meta_, Usage{done.prompt_tokens, done.completion_tokens, done.spec_drafted, done.spec_accepted}));
   }
   responder_->send_event("[DONE]");
   responder_->end_stream();
@@ -183,7 +183,7 @@ void CompletionStream::on_done(const actors::RequestDone& done) {
   ticket_.reset();
   if (responder_->closed()) return;
   if (settings_.stream) return finish_stream(done);
-  const std::string body = response_body(meta_, final_choices(done), Usage{done.prompt_tokens, done.completion_tokens});
+  const std::string body = response_body(meta_, final_choices(done), Usage{done.prompt_tokens, done.completion_tokens, done.spec_drafted, done.spec_accepted});
   if (body.size() > context_->options.max_response_bytes) {
     refuse_too_large();
     return;

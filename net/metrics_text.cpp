@@ -131,6 +131,9 @@ std::string metrics_text(const actors::EngineStats& s, const ServerCounters& ser
   e.counter("pagoda:num_preemptions_total", "Sequence-group preemptions.", s.preemptions);
   e.counter("pagoda:prompt_tokens_total", "Prompt tokens of accepted requests.", s.prompt_tokens);
   e.counter("pagoda:generation_tokens_total", "Tokens generated (all samples).", s.generation_tokens);
+  e.counter("pagoda:spec_decode_num_draft_tokens_total", "Speculative decoding: tokens drafted.", s.spec_drafted);
+  e.counter("pagoda:spec_decode_num_accepted_tokens_total",
+            "Speculative decoding: drafted tokens accepted by verification.", s.spec_accepted);
   e.counter("pagoda:http_requests_total", "HTTP requests received.", server.http_requests);
   e.counter("pagoda:requests_rejected_total", "Requests rejected (limits, auth, validation).",
             server.requests_rejected);

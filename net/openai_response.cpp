@@ -43,6 +43,12 @@ void write_usage(JsonWriter& w, const Usage& usage) {
   w.key("prompt_tokens").value(usage.prompt_tokens);
   w.key("completion_tokens").value(usage.completion_tokens);
   w.key("total_tokens").value(int64_t(usage.prompt_tokens) + usage.completion_tokens);
+  if (usage.drafted > 0) {
+    w.key("completion_tokens_details").begin_object();
+    w.key("accepted_prediction_tokens").value(usage.accepted);
+    w.key("rejected_prediction_tokens").value(usage.drafted - usage.accepted);
+    w.end_object();
+  }
   w.end_object();
 }
 

@@ -48,9 +48,13 @@ struct TokenLogprob {
   std::vector<TopCandidate> top;
 };
 
+// With speculative decoding, completion_tokens_details carries OpenAI's
+// accepted_prediction_tokens / rejected_prediction_tokens (drafted tokens
+// kept / dropped); absent when nothing was drafted.
 struct Usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  int64_t drafted = 0, accepted = 0;
 };
 
 // One tool call of a chat answer, or (in a chunk) one piece of it: the

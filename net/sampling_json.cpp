@@ -125,6 +125,40 @@ Result<std::vector<int32_t>> read_id_list(std::string_view key, element v) {
   return out;
 }
 
+// "speculative": "off" | "ngram" | {"method": "ngram" | "off",
+// "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}.
+Result<actors::SpeculativeOptions> read_speculative(element v) {
+  actors::SpeculativeOptions out;
+  out.set = true;
+  std::string_view method;
+  simdjson::dom::object obj;
+  if (v.get_string().get(method) != simdjson::SUCCESS) {
+    if (v.get_object().get(obj) != simdjson::SUCCESS) return type_error("speculative", "a string or an object");
+    method = "ngram";
+    for (auto field : obj) {
+      const std::string_view k = field.key;
+      int32_t* slot = k == "num_speculative_tokens" ? &out.config.k
+                      : k == "prompt_lookup_min"    ? &out.config.min_n
+                      : k == "prompt_lookup_max"    ? &out.config.max_n
+                                                    : nullptr;
+      if (k == "method") {
+        if (field.value.get_string().get(method) != simdjson::SUCCESS) return type_error("speculative.method", "a string");
+      } else if (slot != nullptr) {
+        auto i = read_int32(k, field.value);
+        if (!i) return i.error();
+        *slot = *i;
+      } else {
+        return make_error("speculative: unknown field " + std::string(k));
+      }
+    }
+  }
+  if (method != "ngram" && method != "off") {
+    return make_error("speculative.method must be \"ngram\" or \"off\" (draft models are not supported yet)");
+  }
+  out.ngram = method == "ngram";
+  return out;
+}
+
 // Stores a read value into `slot` or passes its error on.
 template <class T, class U>
 Result<bool> store(Result<T> r, U& slot) {
@@ -164,7 +198,7 @@ Result<bool> apply_sampling_field(std::string_view key, element value, actors::S
       "temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
       "frequency_penalty", "seed", "stop", "stop_token_ids", "max_tokens", "min_tokens",
       "ignore_eos", "n", "beam_width", "use_beam_search", "length_penalty", "early_stopping",
-      "priority", "user"};
+      "priority", "user", "speculative"};
   bool known = false;
   for (std::string_view name : kNames) known = known || name == key;
   if (!known) return apply_constraint_field(key, value, options);  // issue 23's fields
@@ -191,6 +225,7 @@ Result<bool> apply_sampling_field(std::string_view key, element value, actors::S
     options.client = user.empty() ? std::string() : "user:" + std::string(user);
     return true;
   }
+  if (key == "speculative") return store(read_speculative(value), options.speculative);
   return store(read_bool(key, value), use_beam_search);  // use_beam_search
 }
 

@@ -10,9 +10,11 @@
 // beam_width is given), length_penalty, early_stopping; and the scheduling
 // fields priority (an int32, lower first) and user (a string of at most
 // kMaxUserBytes bytes: options.client = "user:" + it, the fair-share key;
-// "" leaves the client to the transport, see net/client_limits.hpp); and the
+// "" leaves the client to the transport, see net/client_limits.hpp); the
 // structured-output fields of net/constraint_json.hpp (response_format,
-// structured_outputs, guided_*, logit_bias, allowed_token_ids, bad_words). A JSON
+// structured_outputs, guided_*, logit_bias, allowed_token_ids, bad_words); and
+// speculative ("off", "ngram", or {method, num_speculative_tokens,
+// prompt_lookup_min, prompt_lookup_max}; unset: the server's default). A JSON
 // null leaves the default. `logprobs` is API-specific and not read here.
 //
 // Request caps (untrusted input; each over-cap value is a 400 naming the

@@ -309,6 +309,12 @@ std::string ws_done_frame(std::string_view id, const actors::RequestDone& done, 
   w.key("prompt_tokens").value(done.prompt_tokens);
   w.key("completion_tokens").value(done.completion_tokens);
   w.key("total_tokens").value(done.prompt_tokens + done.completion_tokens);
+  if (done.spec_drafted > 0) {  // as the HTTP routes' usage (net/openai_response.hpp)
+    w.key("completion_tokens_details").begin_object();
+    w.key("accepted_prediction_tokens").value(done.spec_accepted);
+    w.key("rejected_prediction_tokens").value(done.spec_drafted - done.spec_accepted);
+    w.end_object();
+  }
   w.end_object();
   if (!done.beams.empty()) write_beams(w, done.beams);
   return w.end_object().take();

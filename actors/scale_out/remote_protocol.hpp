@@ -108,7 +108,9 @@ typename I::result_type inspect(I& f, WireSubmit& x) {
   return f(caf::meta::type_name("pagoda.WireSubmit"), x.wire, x.prompt, x.seed, o.temperature, o.top_k, o.top_p,
            o.min_p, o.repetition_penalty, o.presence_penalty, o.frequency_penalty, o.stop, o.stop_token_ids,
            o.max_tokens, o.min_tokens, o.ignore_eos, o.logprobs, o.n, o.beam_width, o.length_penalty,
-           o.early_stopping, o.priority, o.client, o.constraint, o.token_mask);
+           o.early_stopping, o.priority, o.client, o.constraint, o.token_mask, o.speculative.set,
+           o.speculative.ngram, o.speculative.config.min_n, o.speculative.config.max_n,
+           o.speculative.config.k);
 }
 
 template <class I>
@@ -124,7 +126,7 @@ typename I::result_type inspect(I& f, BeamResult& x) {
 template <class I>
 typename I::result_type inspect(I& f, SeqEvent& x) {
   return f(caf::meta::type_name("pagoda.SeqEvent"), x.request, x.index, x.has_token, x.sample, x.finish,
-           x.group_done, x.error, x.beam, x.beam_final, x.beams);
+           x.group_done, x.error, x.beam, x.beam_final, x.beams, x.spec_drafted, x.spec_accepted);
 }
 
 template <class I>

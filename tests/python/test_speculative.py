@@ -1,0 +1,104 @@
+"""Speculative decoding through `pagoda serve --speculative ngram`, driven by
+the official `openai` client: a request that copies from its prompt gets the
+same tokens with speculation (the server default) and without (the request's
+`speculative: "off"`), greedy and seeded; usage reports the drafted tokens as
+OpenAI's accepted/rejected prediction tokens; /metrics counts them; bad
+`speculative` values and unsupported combinations are 400s."""
+import json
+
+import httpx
+import openai
+import pytest
+
+from conftest import metrics, start_server, stop_server
+
+TEXT = ("def area(width, height):\n    return width * height\n\n"
+        "def perimeter(width, height):\n    return 2 * (width + height)\n")
+PROMPT = "Here is a file:\n" + TEXT + "\nThe same file again:\n" + TEXT[:40]
+
+
+@pytest.fixture(scope="module")
+def spec_server(pagoda_bin, model_path, tmp_path_factory):
+    log_path = tmp_path_factory.mktemp("serve-spec") / "server.log"
+    srv = start_server(pagoda_bin, model_path, log_path,
+                       extra_args=["--speculative", "ngram", "--num-speculative-tokens", "5"])
+    yield srv
+    stop_server(srv)
+
+
+@pytest.fixture(scope="module")
+def client(spec_server):
+    return openai.OpenAI(base_url=spec_server.base_url + "/v1", api_key="unused", max_retries=0,
+                         http_client=httpx.Client(timeout=180))
+
+
+@pytest.fixture(scope="module")
+def model(spec_server):
+    status, _, body = spec_server.request("GET", "/v1/models")
+    assert status == 200, body
+    return json.loads(body)["data"][0]["id"]
+
+
+def complete(client, model, speculative=None, **kw):
+    extra = {} if speculative is None else {"speculative": speculative}
+    args = dict(model=model, prompt=PROMPT, max_tokens=48, logprobs=1)
+    args.update(kw)
+    return client.completions.create(extra_body=extra, **args)
+
+
+@pytest.mark.parametrize("sampling", [dict(temperature=0), dict(temperature=0.9, top_p=0.95, seed=11)])
+def test_same_tokens_with_and_without_speculation(client, model, spec_server, sampling):
+    before = metrics(spec_server)
+    spec = complete(client, model, **sampling)
+    plain = complete(client, model, speculative="off", **sampling)
+    assert spec.choices[0].text == plain.choices[0].text
+    assert spec.choices[0].logprobs.tokens == plain.choices[0].logprobs.tokens
+    assert spec.choices[0].finish_reason == plain.choices[0].finish_reason
+    details = spec.usage.completion_tokens_details
+    assert details is not None, spec.usage
+    assert details.accepted_prediction_tokens > 0
+    assert details.rejected_prediction_tokens >= 0
+    assert plain.usage.completion_tokens_details is None
+    after = metrics(spec_server)
+    drafted = (after["pagoda:spec_decode_num_draft_tokens_total"]
+               - before["pagoda:spec_decode_num_draft_tokens_total"])
+    accepted = (after["pagoda:spec_decode_num_accepted_tokens_total"]
+                - before["pagoda:spec_decode_num_accepted_tokens_total"])
+    assert drafted == details.accepted_prediction_tokens + details.rejected_prediction_tokens
+    assert accepted == details.accepted_prediction_tokens
+
+
+def test_streamed_usage_reports_the_drafts(client, model):
+    stream = client.completions.create(model=model, prompt=PROMPT, max_tokens=32, temperature=0,
+                                       stream=True, stream_options={"include_usage": True},
+                                       extra_body={"speculative": {"method": "ngram",
+                                                                   "num_speculative_tokens": 3}})
+    chunks = list(stream)
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    usage = chunks[-1].usage
+    assert usage.completion_tokens == 32
+    assert usage.completion_tokens_details.accepted_prediction_tokens > 0
+    plain = complete(client, model, speculative="off", temperature=0, max_tokens=32)
+    assert text == plain.choices[0].text
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"speculative": "draft"}, "speculative.method"),
+    ({"speculative": {"method": "ngram", "num_speculative_tokens": 0}}, "num_speculative_tokens"),
+    ({"speculative": {"method": "ngram", "prompt_lookup_min": 3, "prompt_lookup_max": 2}}, "prompt_lookup_max"),
+    ({"speculative": {"method": "ngram", "k": 2}}, "unknown field"),
+    ({"speculative": 5}, "speculative"),
+    ({"speculative": "ngram", "n": 2}, "n = 1"),
+    ({"speculative": "ngram", "repetition_penalty": 1.2}, "penalties"),
+])
+def test_bad_speculative_values_are_400(client, model, body, words):
+    with pytest.raises(openai.BadRequestError) as err:
+        client.completions.create(model=model, prompt="Hi", max_tokens=4, extra_body=body)
+    assert words in str(err.value)
+
+
+def test_unsupported_requests_run_without_speculation_by_default(client, model, spec_server):
+    before = metrics(spec_server)["pagoda:spec_decode_num_draft_tokens_total"]
+    r = client.completions.create(model=model, prompt=PROMPT, max_tokens=8, n=2, temperature=0.8, seed=3)
+    assert len(r.choices) == 2
+    assert metrics(spec_server)["pagoda:spec_decode_num_draft_tokens_total"] == before

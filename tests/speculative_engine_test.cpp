@@ -1,0 +1,213 @@
+// Speculative decoding (n-gram prompt lookup) through the whole engine on
+// the real SmolLM2 GGUF (skips without it), in both scheduling modes (the
+// _lockstep twin runs it with PAGODA_TEST_SCHEDULING=lockstep):
+//  - greedy and seeded sampled outputs, token ids and logprobs, are the same
+//    with and without speculation, batched and alone;
+//  - the proposer does draft and the verifier does accept (the counters);
+//  - a KV budget small enough to preempt, with speculating and plain
+//    requests mixed, changes nothing and every block comes back;
+//  - a stop token and max_tokens inside an accepted run end the output
+//    exactly where a run without speculation ends it;
+//  - unsupported combinations are refused with a clear error.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+
+#include "actors/engine.hpp"
+#include "engine_test_util.hpp"
+#include "formats_test_util.hpp"
+
+namespace pagoda::actors {
+namespace {
+
+using pagoda::test::expect_blocks_back;
+
+// Prompts whose continuation copies from the prompt (a repeated random
+// pattern: the model's induction heads continue it), and ordinary ones.
+std::vector<std::vector<int32_t>> prompts() {
+  std::mt19937 rng(5);
+  std::vector<std::vector<int32_t>> out;
+  for (int len : {12, 20, 31}) {
+    std::vector<int32_t> pattern;
+    for (int i = 0; i < len; ++i) pattern.push_back(int32_t(200 + rng() % 15000));
+    std::vector<int32_t> p;
+    for (int r = 0; r < 3; ++r) p.insert(p.end(), pattern.begin(), pattern.end());
+    p.insert(p.end(), pattern.begin(), pattern.begin() + 3);
+    out.push_back(std::move(p));
+  }
+  for (int len : {5, 17}) {
+    std::vector<int32_t> p;
+    for (int i = 0; i < len; ++i) p.push_back(int32_t(100 + rng() % 20000));
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<GenerateRequest> requests(const std::vector<std::vector<int32_t>>& ps,
+                                      const SamplingOptions& s) {
+  std::vector<GenerateRequest> out;
+  for (const auto& p : ps) {
+    GenerateRequest r;
+    r.prompt_ids = p;
+    r.sampling = s;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+SamplingOptions with_ngram(SamplingOptions s, int32_t k = 4) {
+  s.speculative.set = true;
+  s.speculative.ngram = true;
+  s.speculative.config = NgramConfig{.min_n = 1, .max_n = 3, .k = k};
+  return s;
+}
+
+SamplingOptions sampled(int32_t max_tokens) {
+  SamplingOptions s = pagoda::test::greedy(max_tokens);
+  s.temperature = 0.8f;
+  s.top_p = 0.95f;
+  s.seed = 1234;
+  s.logprobs = 2;
+  return s;
+}
+
+void expect_same(const std::vector<GenerateResult>& got, const std::vector<GenerateResult>& want,
+                 const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].error.empty()) << got[i].error;
+    ASSERT_TRUE(want[i].error.empty()) << want[i].error;
+    EXPECT_EQ(got[i].samples[0].token_ids, want[i].samples[0].token_ids) << what << " prompt " << i;
+    EXPECT_EQ(got[i].samples[0].finish, want[i].samples[0].finish) << what << " prompt " << i;
+    const auto& a = got[i].samples[0].logprobs;
+    const auto& b = want[i].samples[0].logprobs;
+    ASSERT_EQ(a.size(), b.size()) << what << " prompt " << i;
+    for (size_t t = 0; t < a.size(); ++t) EXPECT_NEAR(a[t], b[t], 1e-4) << what << " token " << t;
+  }
+}
+
+EngineOptions options(const std::string& path) {
+  return pagoda::test::cpu_engine_options(path, model::WeightPrecision::kQuantized, 256, 16, 128);
+}
+
+TEST(SpeculativeEngine, SameTokensAndLogprobsAsWithoutSpeculation) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  auto e = Engine::start(options(path));
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  for (const SamplingOptions& s : {pagoda::test::greedy(40), sampled(40)}) {
+    const auto plain = (*e)->generate(requests(prompts(), s));
+    const auto before = (*e)->stats();
+    expect_same((*e)->generate(requests(prompts(), with_ngram(s))), plain, "batched");
+    const auto after = (*e)->stats();
+    std::printf("temperature %.1f: drafted %llu, accepted %llu\n", double(s.temperature),
+                (unsigned long long)(after.spec_drafted - before.spec_drafted),
+                (unsigned long long)(after.spec_accepted - before.spec_accepted));
+    EXPECT_GT(after.spec_drafted, before.spec_drafted) << "nothing was drafted";
+    EXPECT_GT(after.spec_accepted, before.spec_accepted) << "nothing was accepted";
+    EXPECT_LE(after.spec_accepted - before.spec_accepted, after.spec_drafted - before.spec_drafted);
+    for (size_t i = 0; i < plain.size(); ++i) {  // alone: one speculating sequence per step
+      expect_same((*e)->generate(requests({prompts()[i]}, with_ngram(s, 6))), {plain[i]}, "alone");
+    }
+  }
+  expect_blocks_back(**e);
+}
+
+TEST(SpeculativeEngine, PreemptionAndMixedBatchesChangeNothing) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  const SamplingOptions s = sampled(48);
+  std::vector<GenerateResult> alone;
+  {
+    auto e = Engine::start(options(path));
+    ASSERT_TRUE(e.ok()) << e.error().message;
+    for (const auto& p : prompts()) alone.push_back((*e)->generate(requests({p}, s))[0]);
+  }
+  EngineOptions tiny = options(path);
+  tiny.num_blocks = 14;  // 224 slots for 10 requests of up to 96 + 48 tokens
+  auto e = Engine::start(tiny);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  std::vector<GenerateRequest> mixed = requests(prompts(), with_ngram(s));
+  auto plain = requests(prompts(), s);
+  mixed.insert(mixed.end(), plain.begin(), plain.end());
+  std::vector<GenerateResult> twice = alone;
+  twice.insert(twice.end(), alone.begin(), alone.end());
+  expect_same((*e)->generate(std::move(mixed)), twice, "tiny KV budget");
+  EXPECT_GT((*e)->stats().preemptions, 0u) << "the budget did not force preemption";
+  EXPECT_GT((*e)->stats().spec_accepted, 0u);
+  expect_blocks_back(**e);
+}
+
+TEST(SpeculativeEngine, StopsInsideAnAcceptedRunWhereAPlainRunStops) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  auto e = Engine::start(options(path));
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const auto p = prompts()[1];
+  const auto full = (*e)->generate(requests({p}, pagoda::test::greedy(30)))[0].samples[0].token_ids;
+  ASSERT_GE(full.size(), 30u);
+  for (int32_t max_tokens : {1, 2, 3, 7, 13}) {
+    SamplingOptions s = pagoda::test::greedy(max_tokens);
+    const auto want = (*e)->generate(requests({p}, s));
+    expect_same((*e)->generate(requests({p}, with_ngram(s))), want, "max_tokens");
+  }
+  for (size_t at : {size_t(4), size_t(9), size_t(21)}) {
+    SamplingOptions s = pagoda::test::greedy(30);
+    s.stop_token_ids = {full[at]};
+    const auto want = (*e)->generate(requests({p}, s));
+    ASSERT_EQ(want[0].samples[0].finish, FinishReason::stop);
+    expect_same((*e)->generate(requests({p}, with_ngram(s))), want, "stop token");
+  }
+  expect_blocks_back(**e);
+}
+
+TEST(SpeculativeEngine, TheServerDefaultAppliesWhereTheRequestSupportsIt) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  EngineOptions o = options(path);
+  o.speculative = with_ngram(SamplingOptions{}).speculative;
+  auto e = Engine::start(o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  const auto p = prompts()[0];
+  auto drafted = [&](const SamplingOptions& s) {
+    const uint64_t before = (*e)->stats().spec_drafted;
+    const auto r = (*e)->generate(requests({p}, s));
+    EXPECT_TRUE(r[0].error.empty()) << r[0].error;
+    return (*e)->stats().spec_drafted - before;
+  };
+  EXPECT_GT(drafted(pagoda::test::greedy(16)), 0u) << "unset: the default speculates";
+  SamplingOptions off = pagoda::test::greedy(16);
+  off.speculative.set = true;  // and ngram false: the request says off
+  EXPECT_EQ(drafted(off), 0u);
+  SamplingOptions two = pagoda::test::greedy(16);
+  two.n = 2;
+  EXPECT_EQ(drafted(two), 0u) << "n = 2 runs without speculation, no error";
+  SamplingOptions penalised = pagoda::test::greedy(16);
+  penalised.repetition_penalty = 1.1f;
+  EXPECT_EQ(drafted(penalised), 0u);
+  expect_blocks_back(**e);
+}
+
+TEST(SpeculativeEngine, RefusesUnsupportedCombinations) {
+  SamplingOptions s = with_ngram(pagoda::test::greedy(8));
+  s.n = 2;
+  EXPECT_FALSE(s.validate().ok());
+  s.n = 1;
+  s.repetition_penalty = 1.2f;
+  EXPECT_FALSE(s.validate().ok());
+  s.repetition_penalty = 1.0f;
+  s.beam_width = 2;
+  EXPECT_FALSE(s.validate().ok());
+  s.beam_width = 0;
+  s.token_mask.allowed_token_ids = {1, 2, 3};
+  EXPECT_FALSE(s.validate().ok());
+  s.token_mask = {};
+  s.constraint.kind = OutputConstraint::Kind::json_object;
+  EXPECT_FALSE(s.validate().ok());
+  s.constraint = {};
+  s.speculative.config.k = 0;
+  ASSERT_FALSE(s.validate().ok());
+  EXPECT_NE(s.validate().error().message.find("num_speculative_tokens"), std::string::npos);
+  s.speculative.config.k = 4;
+  EXPECT_TRUE(s.validate().ok());
+}
+
+}  // namespace
+}  // namespace pagoda::actors
