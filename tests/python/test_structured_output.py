@@ -157,6 +157,7 @@ def test_logit_bias(client, server):
     ({"response_format": {"type": "json_schema",
                           "json_schema": {"name": "q", "schema": {"type": "quaternion"}}}}, "invalid"),
     ({"structured_outputs": {"regex": "a(b"}}, "regex"),
+    ({"structured_outputs": {"json": {"type": "array", "uniqueItems": True}}}, "unsupported JSON schema keyword"),
     ({"structured_outputs": {"choice": []}}, "choice"),
     ({"logit_bias": {"5": 250}}, "logit_bias"),
     ({"structured_outputs": {"json": {"type": "object"}, "regex": "x"}}, "conflicts"),
