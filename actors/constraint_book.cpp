@@ -34,6 +34,8 @@ bool ConstraintBook::involves(const StepPlan& plan) const {
 
 void ConstraintBook::stage(const StepPlan& plan, const std::vector<std::vector<TokenId>>& tokens,
                            const std::vector<uint8_t>& bad) {
+  // A step that failed between stage() and prepare(): its releases still apply.
+  for (SeqId s : staged_.releases) seqs_.erase(s);
   staged_ = Staged{};
   errors_.clear();
   // Pre-fork children (beams) of tracked sequences are tracked from this plan on.
@@ -72,6 +74,7 @@ void ConstraintBook::prepare() {
   for (const Known& k : staged_.known) take(k.seq, k.position, k.ids);
   for (const auto& [parent, child] : staged_.forks) fork(parent, child);
   fill_rows();
+  staged_.releases.clear();  // applied (stage() applies those of a step that never got here)
 }
 
 void ConstraintBook::take(SeqId seq, int32_t position, std::span<const TokenId> ids) {

@@ -200,11 +200,8 @@ Result<void> Executor::compute(const StepPlan& plan, StepResult& out) {
   if (!logits) return logits.error();
   compute_ns_ = clock_ns() - t0;
   if (join.f != nullptr) {
-    const int64_t w0 = clock_ns();
-    join.f->wait();
     join.f = nullptr;
-    mask_wait_ns_ = clock_ns() - w0;
-    for (const SeqError& e : book_.errors()) out.errors.push_back(e);
+    finish_masks(out);
   }
   mirror_->forks(plan, out.errors);
   if (plan.samples.empty()) return {};
@@ -212,11 +209,7 @@ Result<void> Executor::compute(const StepPlan& plan, StepResult& out) {
   if (auto ok = sample(plan, *logits, out); !ok) return ok;
   compute_ns_ += clock_ns() - t1;
   check_samples(out);
-  for (const SeqError& e : book_active_ ? book_.errors() : std::vector<SeqError>{}) {
-    for (SampleOutput& so : out.samples) {
-      if (so.seq == e.seq) so.token = -1;  // its constraint failed: the row fails alone
-    }
-  }
+  if (book_active_) drop_failed_rows(out);
   sampled_.clear();
   for (const SampleOutput& s : out.samples) sampled_.push_back(s.token);
   mirror_->record(plan, sampled_);
@@ -318,6 +311,22 @@ void Executor::build_batch(const StepPlan& plan) {
 void Executor::start_masks() {
   if (!filler_) filler_ = std::make_unique<MaskFiller>();
   filler_->start([this] { book_.prepare(); });
+}
+
+void Executor::finish_masks(StepResult& out) {
+  const int64_t w0 = clock_ns();
+  filler_->wait();
+  mask_wait_ns_ = clock_ns() - w0;
+  for (const SeqError& e : book_.errors()) out.errors.push_back(e);
+}
+
+// A row whose constraint failed (ConstraintBook::errors) fails alone.
+void Executor::drop_failed_rows(StepResult& out) {
+  for (const SeqError& e : book_.errors()) {
+    for (SampleOutput& so : out.samples) {
+      if (so.seq == e.seq) so.token = -1;
+    }
+  }
 }
 
 // ---- TableStore: the mirror's tables in the arena -----------------------------

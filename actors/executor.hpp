@@ -149,6 +149,9 @@ class Executor : private TableStore {
   void stage_constraint(SeqId seq, gpu::SamplingRowParams& p);
   // Runs the book's prepare() on the filler thread (started before the forward).
   void start_masks();
+  // After the forward: waits for the masks, takes the book's errors.
+  void finish_masks(StepResult& out);
+  void drop_failed_rows(StepResult& out);
   Result<void> sample(const StepPlan& plan, const float* logits, StepResult& out);
   Result<void> ensure(gpu::DeviceBuffer& buf, size_t bytes);
   // Copies bytes into this step's pinned staging set and queues their

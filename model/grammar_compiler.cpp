@@ -1,10 +1,12 @@
 #include "model/grammar_compiler.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <future>
 
+#include <simdjson.h>
 #include <xgrammar/grammar.h>
 
 #include "model/json_value.hpp"
@@ -58,6 +60,52 @@ void append_ebnf_literal(std::string& out, const std::string& s) {
     }
   }
   out += '"';
+}
+
+// Keywords xgrammar 0.2.9 ignores with a warning (json_schema_converter.cc):
+// a schema using one would be enforced only in part, so it is refused.
+constexpr std::string_view kUnsupportedKeywords[] = {
+    "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+    "uniqueItems", "contains", "minContains", "maxContains"};
+// Keywords whose value is a map of name -> schema, or one schema, or a list of schemas.
+constexpr std::string_view kSchemaMaps[] = {"properties", "$defs", "definitions", "patternProperties"};
+constexpr std::string_view kSchemaValues[] = {"items", "additionalProperties", "propertyNames",
+                                              "additionalItems", "unevaluatedItems", "unevaluatedProperties"};
+constexpr std::string_view kSchemaLists[] = {"anyOf", "oneOf", "allOf", "prefixItems"};
+
+template <size_t N>
+bool listed(const std::string_view (&names)[N], std::string_view key) {
+  return std::find(std::begin(names), std::end(names), key) != std::end(names);
+}
+
+// The first unsupported keyword in the schema v (its path), or "".
+std::string unsupported_keyword(simdjson::dom::element v, const std::string& path) {
+  simdjson::dom::object obj;
+  if (v.get_object().get(obj) != simdjson::SUCCESS) return {};
+  for (auto f : obj) {
+    const std::string at = path + "/" + std::string(f.key);
+    if (listed(kUnsupportedKeywords, f.key)) return at;
+    std::string found;
+    if (listed(kSchemaMaps, f.key)) {
+      simdjson::dom::object m;
+      if (f.value.get_object().get(m) != simdjson::SUCCESS) continue;
+      for (auto sub : m) {
+        if (found.empty()) found = unsupported_keyword(sub.value, at + "/" + std::string(sub.key));
+      }
+    } else if (listed(kSchemaValues, f.key)) {
+      found = unsupported_keyword(f.value, at);
+    } else if (listed(kSchemaLists, f.key)) {
+      simdjson::dom::array a;
+      if (f.value.get_array().get(a) != simdjson::SUCCESS) continue;
+      size_t i = 0;
+      for (simdjson::dom::element e : a) {
+        if (found.empty()) found = unsupported_keyword(e, at + "/" + std::to_string(i));
+        ++i;
+      }
+    }
+    if (!found.empty()) return found;
+  }
+  return {};
 }
 
 int64_t now_ns() {
@@ -181,7 +229,20 @@ void GrammarCompiler::worker() {
   }
 }
 
+Result<void> check_schema_keywords(const std::string& schema) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(schema).get(doc) != simdjson::SUCCESS) return make_error("the JSON schema is not valid JSON");
+  const std::string at = unsupported_keyword(doc, "#");
+  if (at.empty()) return {};
+  return make_error("unsupported JSON schema keyword '" + at.substr(at.rfind('/') + 1) + "' at " + at +
+                    " (it would not be enforced)");
+}
+
 Result<CompiledGrammarPtr> GrammarCompiler::compile_now(const GrammarSource& src) {
+  if (src.kind == GrammarKind::json_schema) {
+    if (auto ok = check_schema_keywords(src.spec); !ok) return ok.error();
+  }
   std::lock_guard<std::mutex> lock(xgr_mu_);
   const char* what = kind_tag(src.kind);
   try {

@@ -52,6 +52,11 @@ using CompiledGrammarPtr = std::shared_ptr<const xgrammar::CompiledGrammar>;
 // structural tag), an empty choice list, an empty regex or grammar.
 Result<std::string> grammar_key(const GrammarSource& src);
 
+// Refuses a JSON schema that uses a keyword xgrammar would ignore (not,
+// if/then/else, dependentRequired/Schemas, uniqueItems, contains,
+// min/maxContains): the error names it and its path ("#/properties/a/not").
+Result<void> check_schema_keywords(const std::string& schema);
+
 // The EBNF of a choice list: root ::= "c0" | "c1" | ... (literals escaped).
 std::string choice_ebnf(const std::vector<std::string>& choices);
 

@@ -13,14 +13,16 @@
 //    every field of net/sampling_json.hpp (temperature, top_p, n, stop, seed,
 //    max_tokens, presence/frequency_penalty, top_k, min_p,
 //    repetition_penalty, use_beam_search, beam_width, length_penalty,
-//    early_stopping, min_tokens, ignore_eos, stop_token_ids).
+//    early_stopping, min_tokens, ignore_eos, stop_token_ids, speculative),
+//    and through it the structured-output fields of net/constraint_json.hpp
+//    (response_format, structured_outputs, guided_*, logit_bias,
+//    allowed_token_ids, bad_words; issue 23).
 //  - chat tool calling: tools / functions, tool_choice / function_call,
 //    parallel_tool_calls (net/tool_request.hpp).
 //  - accepted and ignored: user, metadata, store, service_tier (they change
 //    nothing about the generated text).
 //  - accepted only at their neutral value, else 400 "... is not supported":
-//    echo (false), suffix (null / ""), best_of (null or = n), logit_bias
-//    (null / {}), response_format (null / {"type":"text"}), modalities
+//    echo (false), suffix (null / ""), best_of (null or = n), modalities
 //    (null / ["text"]), audio, prediction (null).
 //  - anything else: 400 "unknown field 'x'" with param "x" (vLLM ignores
 //    extras; we reject them so that a misspelt parameter is not silently

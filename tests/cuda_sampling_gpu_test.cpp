@@ -1,7 +1,8 @@
 // CUDA sampler against the CPU twin (same token for the same logits, params,
 // seed and step; logprobs and top-N candidates) over greedy, temperature,
 // top_k, top_p, min_p, penalties and their combinations, on plain, tied and
-// partly masked (-inf) logits, raw and processed logprob modes; plus checks
+// partly masked (-inf) logits, token masks with logit biases (issue 23), raw
+// and processed logprob modes; plus checks
 // independent of the twin: determinism and batch independence, top_k = 1 is
 // the argmax, drawn tokens stay inside sort-based top_k / top_p / min_p sets,
 // and a chi-square test of the draw frequencies against softmax.
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -96,6 +98,18 @@ Batch make_batch(int32_t V, Logits kind, int repeats, uint32_t seed) {
         r.banned_offset = int64_t(b.history.size());
         b.history.insert(b.history.end(), {top, V + 1});
         r.banned_len = 2;
+      }
+      if (i % 3 == 2) {  // a token mask (~3/4 allowed) and two logit biases (issue 23)
+        r.mask_offset = int64_t(b.history.size());
+        r.mask_words = (V + 31) / 32;
+        for (int32_t w = 0; w < r.mask_words; ++w) b.history.push_back(int32_t(uint32_t(rng()) | uint32_t(rng())));
+        const float up = 2.5f, down = -4.0f;
+        int32_t up_bits, down_bits;
+        std::memcpy(&up_bits, &up, 4);
+        std::memcpy(&down_bits, &down, 4);
+        r.bias_offset = int64_t(b.history.size());
+        b.history.insert(b.history.end(), {top, down_bits, (top + 1) % V, up_bits});
+        r.bias_len = 2;
       }
       b.rows.push_back(r);
     }

@@ -113,6 +113,14 @@ TEST_F(GrammarCompilerTest, ErrorsAreValuesNamingTheProblem) {
   EXPECT_FALSE(c.compile({GrammarKind::choice, "", {}, false}).ok());
   auto bad_type = c.compile({GrammarKind::json_schema, R"({"type":"quaternion"})", {}, false});
   EXPECT_FALSE(bad_type.ok());
+  auto ignored = c.compile({GrammarKind::json_schema,
+                            R"({"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}})", {}, false});
+  ASSERT_FALSE(ignored.ok());
+  EXPECT_NE(ignored.error().message.find("'uniqueItems' at #/properties/a/uniqueItems"), std::string::npos)
+      << ignored.error().message;
+  EXPECT_FALSE(c.compile({GrammarKind::json_schema, R"({"anyOf":[{"type":"integer"},{"not":{}}]})", {}, false}).ok());
+  // A property named like a keyword is a name, not a keyword.
+  EXPECT_TRUE(c.compile({GrammarKind::json_schema, R"({"type":"object","properties":{"not":{"type":"integer"}}})", {}, false}).ok());
   // The compiler still works after errors.
   EXPECT_TRUE(c.compile({GrammarKind::regex, "x", {}, false}).ok());
 }

@@ -1,4 +1,5 @@
 // The CPU sampler against sort-based fp64 references written here: greedy,
+// token masks and logit biases (structured output),
 // top_k = 1, min_p/top_k/top_p membership (and reachability), penalties (HF
 // repetition, OpenAI presence/frequency), raw and processed logprobs, top-N
 // candidates, reproducibility by (seed, step) regardless of batch order and
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -302,6 +304,59 @@ TEST(Sampling, BannedTokensAreNeverSampledButKeepRawLogprobs) {
     seen30 += t == 30;
   }
   EXPECT_GT(seen30, 100) << "without 7 and 2, token 30 holds most of the mass";
+}
+
+// Structured output (issue 23): a row's token mask (bits in the history
+// buffer) and logit biases; masked rows report logprobs and top candidates
+// over their allowed tokens only.
+TEST(Sampling, MaskAndBiasSteerTheSampler) {
+  auto be = backend();
+  const int V = 100;
+  std::vector<float> raw = normal_logits(V, 9, 1.0f);
+  raw[50] = 9.0f;  // the unmasked argmax, not allowed
+  const std::vector<int32_t> allowed = {3, 40, 77};
+  std::vector<int32_t> words((V + 31) / 32, 0);
+  for (int32_t t : allowed) words[size_t(t >> 5)] |= int32_t(uint32_t(1) << (t & 31));
+  SamplingRowParams rp;
+  rp.temperature = 0.0f;
+  rp.num_top_logprobs = 5;
+  rp.mask_offset = 0;
+  rp.mask_words = int32_t(words.size());
+  Batch g = repeated(raw, rp, 1);
+  g.history = words;
+  g.run(*be);
+  const int32_t best = *std::max_element(allowed.begin(), allowed.end(),
+                                         [&](int32_t a, int32_t b) { return raw[size_t(a)] < raw[size_t(b)]; });
+  EXPECT_EQ(g.tokens[0], best);
+  double mass = 0.0;
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_NE(std::find(allowed.begin(), allowed.end(), g.top_tokens[size_t(j)]), allowed.end());
+    mass += std::exp(double(g.top_logprobs[size_t(j)]));
+  }
+  EXPECT_NEAR(mass, 1.0, 1e-5) << "logprobs over the allowed tokens";
+  EXPECT_EQ(g.top_tokens[3], -1);
+  EXPECT_EQ(g.top_tokens[4], -1);
+  // A bias moves the argmax inside the mask; biases add after the penalties.
+  const int32_t other = best == 40 ? 77 : 40;
+  float bias = 50.0f;
+  int32_t bits;
+  std::memcpy(&bits, &bias, 4);
+  rp.bias_offset = int64_t(words.size());
+  rp.bias_len = 1;
+  Batch b = repeated(raw, rp, 1);
+  b.history = words;
+  b.history.insert(b.history.end(), {other, bits});
+  b.run(*be);
+  EXPECT_EQ(b.tokens[0], other);
+  rp.bias_len = 0;
+  rp.temperature = 2.0f;
+  rp.num_top_logprobs = 0;
+  Batch d = repeated(raw, rp, 300);
+  d.history = words;
+  d.run(*be);
+  std::set<int32_t> seen(d.tokens.begin(), d.tokens.end());
+  for (int32_t t : seen) EXPECT_NE(std::find(allowed.begin(), allowed.end(), t), allowed.end()) << t;
+  EXPECT_EQ(seen.size(), 3u) << "every allowed token is drawn at temperature 2";
 }
 
 TEST(Sampling, RawLogprobsAndTopCandidates) {

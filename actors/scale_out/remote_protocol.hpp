@@ -38,7 +38,7 @@
 
 namespace pagoda::actors {
 
-inline constexpr uint32_t kRemoteProtocolVersion = 1;
+inline constexpr uint32_t kRemoteProtocolVersion = 2;  // 2: WireSubmit carries the output constraint (issue 23)
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using report_atom = caf::atom_constant<caf::atom("report")>;

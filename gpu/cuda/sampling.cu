@@ -228,7 +228,7 @@ __device__ void top_candidates(const SamplingParams& p, const SamplingRowParams&
     prev_value = best.value;
     prev_index = best.index;
     if (threadIdx.x == 0) {  // fewer candidates than n (a masked row): -1 / -inf
-      const bool none = best.index == INT_MAX;
+      const bool none = best.index == INT_MAX || (rp.mask_words > 0 && best.value == -INFINITY);
       tokens[j] = none ? -1 : best.index;
       logprobs[j] = none ? -INFINITY : float(double(best.value) - lse);
     }

@@ -157,6 +157,7 @@ def test_logit_bias(client, server):
     ({"response_format": {"type": "json_schema",
                           "json_schema": {"name": "q", "schema": {"type": "quaternion"}}}}, "invalid"),
     ({"structured_outputs": {"regex": "a(b"}}, "regex"),
+    ({"structured_outputs": {"json": {"type": "array", "uniqueItems": True}}}, "unsupported JSON schema keyword"),
     ({"structured_outputs": {"choice": []}}, "choice"),
     ({"logit_bias": {"5": 250}}, "logit_bias"),
     ({"structured_outputs": {"json": {"type": "object"}, "regex": "x"}}, "conflicts"),
@@ -188,3 +189,11 @@ def test_ws_structured_outputs(server):
         jsonschema.validate(json.loads(t), schema)
     err = out["bad"][-1]
     assert err["type"] == "error" and err["code"] == "bad_request", err
+
+
+def test_beam_search_follows_the_schema(client):
+    schema = SCHEMAS["enums"]
+    r = client.completions.create(model="", prompt="A JSON record:", max_tokens=40, n=2,
+                                  extra_body={"beam_width": 3, "structured_outputs": {"json": schema}})
+    assert len(r.choices) == 2
+    check_choices(r.choices, schema)

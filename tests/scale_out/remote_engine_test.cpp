@@ -49,6 +49,9 @@ TEST(RemoteProtocol, EveryWireMessageRoundTrips) {
   w.options.stop = {"END"};
   w.options.n = 3;
   w.options.beam_width = 0;
+  w.options.constraint = {OutputConstraint::Kind::choice, "", {"yes", "no"}, true};
+  w.options.token_mask.logit_bias = {{5, -2.5f}, {9, 100.0f}};
+  w.options.token_mask.bad_words = {"darn"};
   WireEvents ev;
   ev.wire = 42;
   SeqEvent e;
@@ -77,6 +80,11 @@ TEST(RemoteProtocol, EveryWireMessageRoundTrips) {
     EXPECT_EQ(w2.options.stop, w.options.stop);
     EXPECT_EQ(w2.options.n, 3);
     EXPECT_FLOAT_EQ(w2.options.temperature, 0.5f);
+    EXPECT_EQ(w2.options.constraint.kind, OutputConstraint::Kind::choice);
+    EXPECT_EQ(w2.options.constraint.choices, w.options.constraint.choices);
+    EXPECT_TRUE(w2.options.constraint.strict);
+    EXPECT_EQ(w2.options.token_mask.logit_bias, w.options.token_mask.logit_bias);
+    EXPECT_EQ(w2.options.token_mask.bad_words, w.options.token_mask.bad_words);
     const SeqEvent& e2 = back.get_as<WireEvents>(2).events.at(0);
     EXPECT_EQ(e2.sample.token, 77);
     EXPECT_EQ(e2.sample.top_tokens, e.sample.top_tokens);
