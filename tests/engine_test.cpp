@@ -57,17 +57,7 @@ EngineOptions base_options(const std::string& path, model::WeightPrecision p) {
 
 using pagoda::test::greedy;
 
-std::vector<GenerateRequest> id_requests(const std::vector<std::vector<int32_t>>& prompts,
-                                         const SamplingOptions& s) {
-  std::vector<GenerateRequest> out;
-  for (const auto& p : prompts) {
-    GenerateRequest r;
-    r.prompt_ids = p;
-    r.sampling = s;
-    out.push_back(std::move(r));
-  }
-  return out;
-}
+using pagoda::test::id_requests;
 
 // The stop-string holdback on its own (no model needed).
 TEST(ReleaseText, HoldsBackPossibleStopPrefixesAndCutsAtTheEarliestMatch) {

@@ -1,6 +1,7 @@
 // Helpers shared by the engine suites on the real model (engine_test,
 // engine_faults_test, beam_engine_test): a small CPU engine's options, greedy
-// sampling options and the wait until every block is back. Header-only.
+// sampling options, requests from token ids and the wait until every block
+// is back. Header-only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -40,6 +41,19 @@ inline actors::SamplingOptions greedy(int32_t max_tokens) {
   s.ignore_eos = true;
   s.seed = 1;
   return s;
+}
+
+// One request per prompt (token ids), all with options s.
+inline std::vector<actors::GenerateRequest> id_requests(const std::vector<std::vector<int32_t>>& prompts,
+                                                        const actors::SamplingOptions& s) {
+  std::vector<actors::GenerateRequest> out;
+  for (const auto& p : prompts) {
+    actors::GenerateRequest r;
+    r.prompt_ids = p;
+    r.sampling = s;
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 // Waits (up to test_deadline(6 s): the engine settles cancels asynchronously) until no

@@ -22,6 +22,7 @@ namespace pagoda::actors {
 namespace {
 
 using pagoda::test::expect_blocks_back;
+using pagoda::test::id_requests;
 
 // Prompts whose continuation copies from the prompt (a repeated random
 // pattern: the model's induction heads continue it), and ordinary ones.
@@ -40,18 +41,6 @@ std::vector<std::vector<int32_t>> prompts() {
     std::vector<int32_t> p;
     for (int i = 0; i < len; ++i) p.push_back(int32_t(100 + rng() % 20000));
     out.push_back(std::move(p));
-  }
-  return out;
-}
-
-std::vector<GenerateRequest> requests(const std::vector<std::vector<int32_t>>& ps,
-                                      const SamplingOptions& s) {
-  std::vector<GenerateRequest> out;
-  for (const auto& p : ps) {
-    GenerateRequest r;
-    r.prompt_ids = p;
-    r.sampling = s;
-    out.push_back(std::move(r));
   }
   return out;
 }
@@ -96,9 +85,9 @@ TEST(SpeculativeEngine, SameTokensAndLogprobsAsWithoutSpeculation) {
   auto e = Engine::start(options(path));
   ASSERT_TRUE(e.ok()) << e.error().message;
   for (const SamplingOptions& s : {pagoda::test::greedy(40), sampled(40)}) {
-    const auto plain = (*e)->generate(requests(prompts(), s));
+    const auto plain = (*e)->generate(id_requests(prompts(), s));
     const auto before = (*e)->stats();
-    expect_same((*e)->generate(requests(prompts(), with_ngram(s))), plain, "batched");
+    expect_same((*e)->generate(id_requests(prompts(), with_ngram(s))), plain, "batched");
     const auto after = (*e)->stats();
     std::printf("temperature %.1f: drafted %llu, accepted %llu\n", double(s.temperature),
                 (unsigned long long)(after.spec_drafted - before.spec_drafted),
@@ -107,7 +96,7 @@ TEST(SpeculativeEngine, SameTokensAndLogprobsAsWithoutSpeculation) {
     EXPECT_GT(after.spec_accepted, before.spec_accepted) << "nothing was accepted";
     EXPECT_LE(after.spec_accepted - before.spec_accepted, after.spec_drafted - before.spec_drafted);
     for (size_t i = 0; i < plain.size(); ++i) {  // alone: one speculating sequence per step
-      expect_same((*e)->generate(requests({prompts()[i]}, with_ngram(s, 6))), {plain[i]}, "alone");
+      expect_same((*e)->generate(id_requests({prompts()[i]}, with_ngram(s, 6))), {plain[i]}, "alone");
     }
   }
   expect_blocks_back(**e);
@@ -120,14 +109,14 @@ TEST(SpeculativeEngine, PreemptionAndMixedBatchesChangeNothing) {
   {
     auto e = Engine::start(options(path));
     ASSERT_TRUE(e.ok()) << e.error().message;
-    for (const auto& p : prompts()) alone.push_back((*e)->generate(requests({p}, s))[0]);
+    for (const auto& p : prompts()) alone.push_back((*e)->generate(id_requests({p}, s))[0]);
   }
   EngineOptions tiny = options(path);
   tiny.num_blocks = 14;  // 224 slots for 10 requests of up to 96 + 48 tokens
   auto e = Engine::start(tiny);
   ASSERT_TRUE(e.ok()) << e.error().message;
-  std::vector<GenerateRequest> mixed = requests(prompts(), with_ngram(s));
-  auto plain = requests(prompts(), s);
+  std::vector<GenerateRequest> mixed = id_requests(prompts(), with_ngram(s));
+  auto plain = id_requests(prompts(), s);
   mixed.insert(mixed.end(), plain.begin(), plain.end());
   std::vector<GenerateResult> twice = alone;
   twice.insert(twice.end(), alone.begin(), alone.end());
@@ -142,19 +131,19 @@ TEST(SpeculativeEngine, StopsInsideAnAcceptedRunWhereAPlainRunStops) {
   auto e = Engine::start(options(path));
   ASSERT_TRUE(e.ok()) << e.error().message;
   const auto p = prompts()[1];
-  const auto full = (*e)->generate(requests({p}, pagoda::test::greedy(30)))[0].samples[0].token_ids;
+  const auto full = (*e)->generate(id_requests({p}, pagoda::test::greedy(30)))[0].samples[0].token_ids;
   ASSERT_GE(full.size(), 30u);
   for (int32_t max_tokens : {1, 2, 3, 7, 13}) {
     SamplingOptions s = pagoda::test::greedy(max_tokens);
-    const auto want = (*e)->generate(requests({p}, s));
-    expect_same((*e)->generate(requests({p}, with_ngram(s))), want, "max_tokens");
+    const auto want = (*e)->generate(id_requests({p}, s));
+    expect_same((*e)->generate(id_requests({p}, with_ngram(s))), want, "max_tokens");
   }
   for (size_t at : {size_t(4), size_t(9), size_t(21)}) {
     SamplingOptions s = pagoda::test::greedy(30);
     s.stop_token_ids = {full[at]};
-    const auto want = (*e)->generate(requests({p}, s));
+    const auto want = (*e)->generate(id_requests({p}, s));
     ASSERT_EQ(want[0].samples[0].finish, FinishReason::stop);
-    expect_same((*e)->generate(requests({p}, with_ngram(s))), want, "stop token");
+    expect_same((*e)->generate(id_requests({p}, with_ngram(s))), want, "stop token");
   }
   expect_blocks_back(**e);
 }
@@ -168,7 +157,7 @@ TEST(SpeculativeEngine, TheServerDefaultAppliesWhereTheRequestSupportsIt) {
   const auto p = prompts()[0];
   auto drafted = [&](const SamplingOptions& s) {
     const uint64_t before = (*e)->stats().spec_drafted;
-    const auto r = (*e)->generate(requests({p}, s));
+    const auto r = (*e)->generate(id_requests({p}, s));
     EXPECT_TRUE(r[0].error.empty()) << r[0].error;
     return (*e)->stats().spec_drafted - before;
   };
