@@ -5,14 +5,10 @@
 #include <exception>
 #include <unordered_set>
 
+#include "actors/steady_ns.hpp"
+
 namespace pagoda::actors {
 namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // A finished grammar: only the stop ids.
 void stop_only(const model::ConstraintProgram& p, uint32_t* words) {
@@ -133,7 +129,7 @@ void ConstraintBook::fill_rows() {
       words_ = p.mask_words();
       masks_.resize((used + 1) * size_t(words_));
       uint32_t* w = masks_.data() + used * size_t(words_);
-      const int64_t t0 = now_ns();
+      const int64_t t0 = steady_now_ns();
       try {
         if (m.terminated()) stop_only(p, w);
         else m.fill_mask(w);
@@ -141,7 +137,7 @@ void ConstraintBook::fill_rows() {
         fail(seq, std::string("constraint: ") + e.what());
         continue;
       }
-      fill_ns_.push_back(now_ns() - t0);
+      fill_ns_.push_back(steady_now_ns() - t0);
       rc.mask = int32_t(used++);
     }
     rows_[seq] = rc;

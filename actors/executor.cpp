@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "actors/steady_ns.hpp"
+
 namespace pagoda::actors {
 namespace {
 
@@ -148,17 +150,9 @@ void Executor::reset() {
   failed_.clear();
 }
 
-namespace {
-int64_t clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
 Result<StepResult> Executor::run_step(const StepPlan& plan, const std::function<void()>& inject) {
   compute_ns_ = prep_ns_ = 0;
-  step_start_ns_ = clock_ns();
+  step_start_ns_ = steady_now_ns();
   // The set of the step before last: a step that sampled nothing did not
   // synchronize, so its staged uploads may still be queued.
   staging_set_ ^= 1;
@@ -187,7 +181,7 @@ Result<void> Executor::compute(const StepPlan& plan, StepResult& out) {
     return {};
   }
   build_batch(plan);
-  const int64_t t0 = clock_ns();
+  const int64_t t0 = steady_now_ns();
   prep_ns_ = t0 - step_start_ns_;
   // The masks of this step's rows are filled while the forward pass runs;
   // the guard waits for them on every way out (an error, an exception).
@@ -198,16 +192,16 @@ Result<void> Executor::compute(const StepPlan& plan, StepResult& out) {
   } join{book_active_ ? filler_.get() : nullptr};
   auto logits = model_->forward_device(batch_, cache_);
   if (!logits) return logits.error();
-  compute_ns_ = clock_ns() - t0;
+  compute_ns_ = steady_now_ns() - t0;
   if (join.f != nullptr) {
     join.f = nullptr;
     finish_masks(out);
   }
   mirror_->forks(plan, out.errors);
   if (plan.samples.empty()) return {};
-  const int64_t t1 = clock_ns();
+  const int64_t t1 = steady_now_ns();
   if (auto ok = sample(plan, *logits, out); !ok) return ok;
-  compute_ns_ += clock_ns() - t1;
+  compute_ns_ += steady_now_ns() - t1;
   check_samples(out);
   if (book_active_) drop_failed_rows(out);
   sampled_.clear();
@@ -314,9 +308,9 @@ void Executor::start_masks() {
 }
 
 void Executor::finish_masks(StepResult& out) {
-  const int64_t w0 = clock_ns();
+  const int64_t w0 = steady_now_ns();
   filler_->wait();
-  mask_wait_ns_ = clock_ns() - w0;
+  mask_wait_ns_ = steady_now_ns() - w0;
   for (const SeqError& e : book_.errors()) out.errors.push_back(e);
 }
 

@@ -6,15 +6,10 @@
 #include <thread>
 
 #include "actors/messages.hpp"
+#include "actors/steady_ns.hpp"
 
 namespace pagoda::actors {
 namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 struct ExecutorState {
   std::shared_ptr<Executor> executor;
@@ -29,7 +24,7 @@ StepReply run_plan(Self self, const StepPlan& plan, const StepFault& fault) {
   auto& st = self->state;
   StepReply reply;
   reply.step_id = plan.step_id;
-  reply.received_ns = now_ns();
+  reply.received_ns = steady_now_ns();
   reply.idle_ns = st.last_finished_ns ? reply.received_ns - st.last_finished_ns : 0;
   if (fault.delay_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(fault.delay_s));
   try {
@@ -61,7 +56,7 @@ StepReply run_plan(Self self, const StepPlan& plan, const StepFault& fault) {
     reply.error = std::string("executor: ") + e.what();
     st.executor->discard(plan);
   }
-  reply.finished_ns = st.last_finished_ns = now_ns();
+  reply.finished_ns = st.last_finished_ns = steady_now_ns();
   return reply;
 }
 

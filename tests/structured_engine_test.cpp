@@ -78,7 +78,9 @@ class StructuredEngine : public ::testing::Test {
       ASSERT_TRUE(m.accept(s.token_ids[i])) << "token " << i << " (" << tok_->piece(s.token_ids[i])
                                             << ") breaks the grammar in " << s.text;
     }
-    if (s.finish == FinishReason::stop) EXPECT_TRUE(m.terminated()) << s.text;
+    if (s.finish == FinishReason::stop) {
+      EXPECT_TRUE(m.terminated()) << s.text;
+    }
   }
   static void expect_person(const SampleResult& s) {
     simdjson::dom::parser parser;
