@@ -49,7 +49,7 @@ struct EngineOptions : ExecutorOptions {
   // Speculative decoding for requests that do not choose (--speculative),
   // and the largest batch (running sequences) in which a step drafts.
   SpeculativeOptions speculative;
-  int32_t speculative_max_batch = 16;
+  int32_t speculative_max_batch = 1;
   bool enable_prefix_caching = true;
   // paged (default) or contiguous: the baseline where every admitted sequence
   // reserves ceil(max_model_len / block_size) blocks up front (no sharing, no

@@ -28,6 +28,20 @@ Result<void> NgramConfig::validate() const {
   return {};
 }
 
+Result<void> NgramConfig::validate_given() const {
+  NgramConfig c = merged_with(NgramConfig{});
+  if (min_n == 0 || max_n == 0) c.max_n = std::max(c.max_n, c.min_n);  // order checked once merged
+  return c.validate();
+}
+
+NgramConfig NgramConfig::merged_with(const NgramConfig& server) const {
+  NgramConfig c = *this;
+  if (c.k == 0) c.k = server.k;
+  if (c.min_n == 0) c.min_n = server.min_n;
+  if (c.max_n == 0) c.max_n = server.max_n;
+  return c;
+}
+
 NgramProposer::NgramProposer(const NgramConfig& config)
     : config_(config), index_(size_t(config.max_n - config.min_n + 1)) {}
 

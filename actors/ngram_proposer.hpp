@@ -39,6 +39,11 @@ struct NgramConfig {
 
   // Range checks, with a message naming the field.
   Result<void> validate() const;
+  // A request's fields, where 0 means "the server's value": range checks of
+  // the fields given (the order of min and max is checked once merged).
+  Result<void> validate_given() const;
+  // This request config with its 0 fields taken from `server`.
+  NgramConfig merged_with(const NgramConfig& server) const;
 };
 
 class NgramProposer {

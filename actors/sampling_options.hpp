@@ -53,7 +53,9 @@ namespace pagoda::actors {
 struct SpeculativeOptions {
   bool set = false;
   bool ngram = false;  // prompt-lookup drafting (actors/ngram_proposer.hpp)
-  NgramConfig config;  // k = num_speculative_tokens, prompt_lookup_min/max
+  // k = num_speculative_tokens, prompt_lookup_min/max. In a request, a 0
+  // field takes the server's value (SchedulerCore::add merges them).
+  NgramConfig config;
   bool active() const { return ngram; }
 };
 
@@ -125,7 +127,7 @@ struct SamplingOptions {
     if (beam_width > 0 && !stop.empty()) return bad("stop strings are not supported with beam search");
     if (beam_width > 0 && !(length_penalty == length_penalty)) return bad("length_penalty must be a number");
     if (speculative.active()) {
-      if (auto ok = speculative.config.validate(); !ok) return ok;
+      if (auto ok = speculative.config.validate_given(); !ok) return ok;
       if (!speculation_supported()) {
         return bad("speculative decoding supports n = 1 without beam search, without "
                    "repetition, presence or frequency penalties and without structured-output "

@@ -35,6 +35,9 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
   SpeculativeOptions& spec = g->options.speculative;
   if (!spec.set && config_.speculative.active() && options.speculation_supported()) {
     spec = config_.speculative;
+  } else if (spec.active()) {  // the fields the request left out are the server's
+    spec.config = spec.config.merged_with(config_.speculative.config);
+    if (auto ok = spec.config.validate(); !ok) return ok.error();
   }
   const bool beam = options.beam_width > 0;
   g->forked = !beam && options.n == 1;
@@ -101,7 +104,7 @@ bool SchedulerCore::has_outbox() const {
 bool SchedulerCore::can_prepare() const {
   if (booking_ || int32_t(in_flight_.size()) >= config_.max_in_flight) return false;
   for (const InFlight& f : in_flight_) {
-    if (f.doomed) return false;
+    if (f.doomed || f.drafted) return false;
   }
   return !groups_.empty() || has_outbox();
 }

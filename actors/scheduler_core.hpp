@@ -75,6 +75,10 @@
 // applied in step order; a sample or entry of a sequence that was preempted
 // or finished since its step was planned is ignored (epochs). Beam groups
 // stay lockstep: they are planned only with no step of theirs in flight.
+// A step that carries speculative drafts is a barrier: no plan is prepared
+// while it is in flight, so its drafting groups (whose next drafts need its
+// last token) advance every step instead of every other one, at the price
+// of that step's host work not overlapping (docs/architecture.md).
 // Freeing while a step is in flight is safe: the executor runs steps in
 // order, so a block is reused only by a later step; a failed step's
 // prefix-cache registrations are abandoned.
@@ -92,7 +96,7 @@
 // only with no step of its own in flight, as beams are. Turn-down: a
 // sequence whose drafts are mostly rejected (< 35% of 16) or which finds no
 // match 4 times in a row cools down (no drafts, scheduled ahead as usual)
-// for 8, 16, ... 256 tokens (a good window halves the next one); a step
+// for 16, 32, ... 256 tokens (a good window halves the next one); a step
 // with more than speculative_max_batch running sequences drafts nothing.
 //
 // Failures: fail_step(id) (the oldest step in flight failed or timed out)
@@ -138,9 +142,11 @@ struct SchedulerConfig {
   // The default for requests that leave options.speculative unset (applied
   // only where SamplingOptions::speculation_supported()).
   SpeculativeOptions speculative;
-  // No drafting in a step whose running sequences exceed this (verifying
-  // k + 1 rows costs more than it saves in large batches).
-  int32_t speculative_max_batch = 16;
+  // No drafting in a step whose running sequences exceed this. Measured on
+  // the CPU (docs/benchmarks.md): open chat loses 10-14% from 2 streams on
+  // (a drafting step is a barrier), copying workloads still gain 1.3-2x up
+  // to 8; so by default only a sequence running alone drafts.
+  int32_t speculative_max_batch = 1;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
   FairShareConfig fair;                  // policy == fair
 };
@@ -257,6 +263,7 @@ class SchedulerCore {
     std::vector<RequestId> groups;
     std::vector<RequestId> fork_groups;  // forks or copies in the plan (preempted if it never runs)
     bool doomed = false;
+    bool drafted = false;  // carries speculative drafts: nothing is planned behind it
   };
   // What prepare() asked per sequence, used by commit() to build the plan.
   struct Intent {

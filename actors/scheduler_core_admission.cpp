@@ -87,6 +87,7 @@ void SchedulerCore::commit_seq(SequenceGroup& g, Sequence& s, const SeqBooked& b
   if (!intent.sample) return;
   const int32_t d = int32_t(intent.drafts.size());
   s.drafts = intent.drafts;
+  if (d > 0) building_.drafted = true;
   for (int32_t j = 0; j <= d; ++j) add_sample(g, s, int32_t(plan.entries.size()) - 1, plan, d - j);
 }
 

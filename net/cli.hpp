@@ -56,7 +56,7 @@ struct EngineRuntimeArgs {
   bool no_async_uploads = false;
   std::string speculative = "off";
   int32_t num_speculative_tokens = 4, prompt_lookup_min = 1, prompt_lookup_max = 4;
-  int32_t speculative_max_batch = 16;
+  int32_t speculative_max_batch = 1;
 };
 
 inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {

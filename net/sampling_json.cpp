@@ -130,6 +130,7 @@ Result<std::vector<int32_t>> read_id_list(std::string_view key, element v) {
 Result<actors::SpeculativeOptions> read_speculative(element v) {
   actors::SpeculativeOptions out;
   out.set = true;
+  out.config = {.min_n = 0, .max_n = 0, .k = 0};  // not given: the server's values
   std::string_view method;
   simdjson::dom::object obj;
   if (v.get_string().get(method) != simdjson::SUCCESS) {
@@ -146,6 +147,7 @@ Result<actors::SpeculativeOptions> read_speculative(element v) {
       } else if (slot != nullptr) {
         auto i = read_int32(k, field.value);
         if (!i) return i.error();
+        if (*i < 1) return make_error("speculative." + std::string(k) + " must be >= 1");
         *slot = *i;
       } else {
         return make_error("speculative: unknown field " + std::string(k));

@@ -77,7 +77,9 @@ void expect_same(const std::vector<GenerateResult>& got, const std::vector<Gener
 }
 
 EngineOptions options(const std::string& path) {
-  return pagoda::test::cpu_engine_options(path, model::WeightPrecision::kQuantized, 256, 16, 128);
+  EngineOptions o = pagoda::test::cpu_engine_options(path, model::WeightPrecision::kQuantized, 256, 16, 128);
+  o.speculative_max_batch = 64;  // draft in batches too (the server's default is 1)
+  return o;
 }
 
 TEST(SpeculativeEngine, SameTokensAndLogprobsAsWithoutSpeculation) {
@@ -191,7 +193,9 @@ TEST(SpeculativeEngine, RefusesUnsupportedCombinations) {
   s.constraint.kind = OutputConstraint::Kind::json_object;
   EXPECT_FALSE(s.validate().ok());
   s.constraint = {};
-  s.speculative.config.k = 0;
+  s.speculative.config.k = 0;  // the server's value
+  EXPECT_TRUE(s.validate().ok());
+  s.speculative.config.k = -1;
   ASSERT_FALSE(s.validate().ok());
   EXPECT_NE(s.validate().error().message.find("num_speculative_tokens"), std::string::npos);
   s.speculative.config.k = 4;

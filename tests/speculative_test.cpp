@@ -325,8 +325,11 @@ struct SpecRun {
 // Runs one speculating greedy group to the end on a fake model: `next`
 // maps (previous token, call count) to the sampled token.
 template <class Next>
-SpecRun run_spec_group(std::vector<TokenId> prompt, int32_t max_tokens, Next next) {
+SpecRun run_spec_group(std::vector<TokenId> prompt, int32_t max_tokens, Next next,
+                       NgramConfig request = {.min_n = 1, .max_n = 3, .k = 3},
+                       NgramConfig server = {}) {
   SchedulerConfig c;
+  c.speculative.config = server;
   c.max_model_len = 512;
   BlockManagerConfig bc;
   bc.num_blocks = 128;
@@ -336,7 +339,7 @@ SpecRun run_spec_group(std::vector<TokenId> prompt, int32_t max_tokens, Next nex
   o.temperature = 0.0f;
   o.max_tokens = max_tokens;
   o.seed = 1;
-  o.speculative = SpeculativeOptions{.set = true, .ngram = true, .config = {.min_n = 1, .max_n = 3, .k = 3}};
+  o.speculative = SpeculativeOptions{.set = true, .ngram = true, .config = request};
   EXPECT_TRUE(core.add_group(1, std::move(prompt), o).ok());
   SpecRun run;
   int calls = 0;
@@ -370,6 +373,25 @@ TEST(SpeculativeScheduling, AcceptedDraftsCutTheSteps) {
   EXPECT_EQ(run.steps, 1 + 10);  // the prefill's token, then 39 tokens at 4 per step
 }
 
+TEST(SpeculativeScheduling, ARequestsUnsetFieldsAreTheServers) {
+  // The API's "speculative": "ngram" leaves k and the lookup range 0: the
+  // server's --num-speculative-tokens 6 and --prompt-lookup-min/max apply.
+  auto cycle = [](TokenId prev, int) { return prev % 8 + 1; };  // 1 2 ... 8 1 2 ...
+  const NgramConfig unset{.min_n = 0, .max_n = 0, .k = 0};
+  const SpecRun run = run_spec_group({1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3}, 29, cycle, unset,
+                                     {.min_n = 1, .max_n = 3, .k = 6});
+  int widest = 0;
+  for (int rows : run.rows_per_step) widest = std::max(widest, rows);
+  EXPECT_EQ(widest, 7);  // 6 drafts + 1
+  EXPECT_EQ(run.steps, 1 + 4);  // the prefill's token, then 28 tokens at 7 per step
+  // A request's own k wins over the server's.
+  const SpecRun own = run_spec_group({1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3}, 29, cycle,
+                                     {.min_n = 0, .max_n = 0, .k = 2}, {.min_n = 1, .max_n = 3, .k = 6});
+  widest = 0;
+  for (int rows : own.rows_per_step) widest = std::max(widest, rows);
+  EXPECT_EQ(widest, 3);
+}
+
 TEST(SpeculativeScheduling, ASequenceWhoseDraftsFailCoolsDown) {
   // A "model" over 4 tokens that the prompt's n-grams cannot predict: drafts
   // are found at almost every step and about a quarter of each is accepted.
@@ -379,7 +401,7 @@ TEST(SpeculativeScheduling, ASequenceWhoseDraftsFailCoolsDown) {
   int speculative_steps = 0;
   for (int rows : run.rows_per_step) speculative_steps += rows > 1 ? 1 : 0;
   // Without the turn-down every step drafts; with it,
-  // windows of 16 drafted tokens alternate with cool-downs of 8, 16, 32, ...
+  // windows of 8 drafted tokens alternate with cool-downs of 16, 32, 64, ...
   EXPECT_GE(speculative_steps, 5);
   EXPECT_LE(speculative_steps, 60);  // 191 of 192 with the turn-down switched off
   std::printf("noisy model: %d steps, %d of them speculative\n", run.steps, speculative_steps);
