@@ -242,7 +242,7 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
   if (w.requantized_tensors > 0) {
     std::fprintf(stderr,
                  "pagoda: %d tensors of type %s requantized to Q8_0 for the CPU kernels "
-                 "(fused Q|K|V or gate|up groups of mixed block formats, or all the "
+                 "(fused gate|up groups of mixed block formats, or all the "
                  "packed-only types with PAGODA_CPU_PACKED=0)\n",
                  w.requantized_tensors, ld.requantized_types().c_str());
   }
