@@ -123,6 +123,15 @@ Result<TextNormalizer> TextNormalizer::from_json(const simdjson::dom::element& j
   return TextNormalizer(std::move(ops));
 }
 
+bool TextNormalizer::removes(std::string_view s) const {
+  bool removed = false;
+  for (const Op& op : ops_) {
+    if (!op.prepend && op.pattern == s) removed = op.content.find(s) == std::string::npos;
+    else if (op.content.find(s) != std::string::npos) removed = false;
+  }
+  return removed && !s.empty();
+}
+
 void TextNormalizer::apply(std::string_view in, std::string& out) const {
   out.assign(in);
   std::string tmp;

@@ -126,6 +126,18 @@ TEST(TokenizerGolden, GemmaFromGguf) {
   expect_clean(check_golden(*tok, "gemma-gguf-chat"), "gemma-gguf-chat");
 }
 
+// The same vocabulary as an HF directory: the tokenizer.json and
+// tokenizer_config.json transformers' GemmaTokenizer saves (Replace(" ", U+2581)
+// normalizer, a Split(" ") pre-tokenizer left nothing to split, no Strip in
+// the decoder). Goldens: that GemmaTokenizer.
+TEST(TokenizerGolden, GemmaFromHfDirectory) {
+  auto tok = Tokenizer::from_hf_dir(tokenizer_data("gemma"));
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  EXPECT_EQ((*tok)->kind(), TokenizerKind::kSentencePieceBpe);
+  EXPECT_TRUE((*tok)->add_bos());
+  expect_clean(check_golden(*tok, "gemma-hf"), "gemma-hf");
+}
+
 TEST(TokenizerGolden, Llama3StyleTrained) {
   auto tok = load_json("llama3");
   ASSERT_TRUE(tok);

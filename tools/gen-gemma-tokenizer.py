@@ -26,7 +26,11 @@ Goldens (the format of gen-tokenizer-goldens.py):
                                 GGUF path (AutoTokenizer.from_pretrained(dir,
                                 gguf_file=...)), which is what Pagoda follows;
   golden-gemma-gguf-chat.jsonl  Gemma chat-turn and whitespace strings (each
-                                record carries its "text").
+                                record carries its "text");
+  golden-gemma-hf.jsonl         every 2nd corpus line through the original
+                                GemmaTokenizer, whose tokenizer.json and
+                                tokenizer_config.json are copied to
+                                tests/data/tokenizer/gemma/ (an HF directory).
 The header records how often the original GemmaTokenizer (from tokenizer.model)
 and sentencepiece itself agree with the GGUF path on the same lines.
 
@@ -166,11 +170,20 @@ def main():
         gguf_path = out_dir / "vocab.gguf"
         convert(args.llama_cpp, tmp / "hf", gguf_path)
         tok = goldens.from_gguf(str(gguf_path))
+        hf_tmp = DATA / "gemma" / ".hf"
+        shutil.rmtree(hf_tmp, ignore_errors=True)
+        shutil.copytree(tmp / "hf", hf_tmp)
     ref = goldens.HfTransformers(tok)
     agree_hf = sum(original(x, add_special_tokens=False)["input_ids"] == ref.encode(x, False) for x in lines)
     agree_spm = sum(sp.encode(x) == ref.encode(x, False) for x in lines)
     print(f"gemma-gguf: original GemmaTokenizer agrees on {agree_hf}/{len(lines)} lines, "
           f"sentencepiece on {agree_spm}/{len(lines)}")
+    # The HF directory as transformers saves it (tokenizer.json with Gemma's
+    # Replace normalizer and Split(" ") pre-tokenizer), for Tokenizer::from_hf_dir.
+    (DATA / "gemma" / "tokenizer.json").write_bytes((hf_tmp / "tokenizer.json").read_bytes())
+    cfg = json.loads((hf_tmp / "tokenizer_config.json").read_text())
+    cfg.pop("vocab_file", None)  # a temporary path
+    (DATA / "gemma" / "tokenizer_config.json").write_text(json.dumps(cfg, indent=1))
     prefix = [tok.bos_token_id]
     goldens.DATA = str(DATA)
     goldens.write_goldens("gemma-gguf", ref, goldens.load_corpus(), prefix, [],
@@ -178,6 +191,11 @@ def main():
                                      "convert_hf_to_gguf --vocab-only)",
                            "agree_original_gemma_tokenizer": agree_hf, "agree_sentencepiece": agree_spm}, 2)
     write_chat_goldens(ref, prefix)
+    goldens.write_goldens("gemma-hf", goldens.HfTransformers(original), goldens.load_corpus(),
+                          original("", add_special_tokens=True)["input_ids"], [],
+                          {"source": "transformers GemmaTokenizer from the tokenizer.model, saved as "
+                                     "tests/data/tokenizer/gemma/tokenizer.json"}, 2)
+    shutil.rmtree(hf_tmp)
 
 
 if __name__ == "__main__":
