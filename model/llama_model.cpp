@@ -199,7 +199,9 @@ Result<void> LlamaModel::linear(const DeviceLinear& w, const float* x, int64_t x
 // RMS-normalised with its own weights [D]. Fused QKV leaves them interleaved
 // per token ([T, Hq D | Hk D | Hk D], rows qkv_width apart); qk_norm ones
 // are three packed blocks in wide ([T, Hq D], [T, Hk D], [T, Hk D]), so that
-// a head is one contiguous row of D for the norm.
+// a head is one contiguous row of D for the norm. Three weights without
+// qk_norm (a group of mixed block types kept apart) take the second layout
+// too, without the norms.
 Result<LlamaModel::Qkv> LlamaModel::attention_input(int32_t l, const StagedStep& st) {
   const ModelConfig& c = config();
   const LlamaLayerWeights& w = weights_.layers[size_t(l)];
@@ -211,7 +213,7 @@ Result<LlamaModel::Qkv> LlamaModel::attention_input(int32_t l, const StagedStep&
                                 l == 0 ? nullptr : rs.residual(),
                                 w.attn_norm.as<const float>(), rs.normed(), T, H, eps};
   float* wide = rs.wide();
-  if (!c.qk_norm) {
+  if (w.qkv.weight.data != nullptr) {
     const int64_t qkv_width = q_width + 2 * kv_width;
     auto ok = backend_.rms_norm_matmul(norm, matmul_params(w.qkv, rs.normed(), H, wide, T));
     if (!ok) return ok.error();
@@ -223,6 +225,7 @@ Result<LlamaModel::Qkv> LlamaModel::attention_input(int32_t l, const StagedStep&
   }
   if (auto ok = linear(w.k, rs.normed(), H, out.k, T); !ok) return ok.error();
   if (auto ok = linear(w.v, rs.normed(), H, out.v, T); !ok) return ok.error();
+  if (!c.qk_norm) return out;
   // Per-head norms: the rms_norm op over rows of D ([T Hq, D] and [T Hk, D]).
   backend_.rms_norm({out.q, nullptr, w.q_norm.as<const float>(), out.q, T * c.num_heads, D, eps});
   backend_.rms_norm({out.k, nullptr, w.k_norm.as<const float>(), out.k, T * c.num_kv_heads, D, eps});

@@ -26,7 +26,10 @@ using namespace loader;  // the loader's parts (model/weight_loader.hpp)
 
 namespace {
 
-// Q, K, V: one fused weight, or (qk_norm) three weights and the two per-head norms.
+// Q, K, V: one fused weight, or three weights: with qk_norm (and the two
+// per-head norms), or when the three tensors differ in block type and the CPU
+// runs them quantized (each keeps its own type: a Q4_K_M file's Q6_K attn_v
+// beside Q4_K attn_q, which one fused weight would turn into Q8_0).
 Result<void> load_attention_in(Loader& ld, const Architecture& arch, const ModelConfig& c,
                                int32_t l, LlamaLayerWeights& w) {
   const int64_t H = c.hidden_size, D = c.head_dim;
@@ -39,7 +42,9 @@ Result<void> load_attention_in(Loader& ld, const Architecture& arch, const Model
     w.qkv = std::move(qkv).value();
     return {};
   }
-  if (!c.qk_norm) {
+  auto apart = ld.keeps_apart(l, roles);
+  if (!apart) return apart.error();
+  if (!c.qk_norm && !*apart) {
     std::vector<Role> qkv_bias;
     if (c.attention_bias) qkv_bias = biases;
     auto qkv = ld.fused(l, roles, {q_rows, kv_rows, kv_rows}, H, qkv_bias);
@@ -55,6 +60,7 @@ Result<void> load_attention_in(Loader& ld, const Architecture& arch, const Model
     if (!lin) return lin.error();
     *outs[i] = std::move(lin).value();
   }
+  if (!c.qk_norm) return {};
   auto qn = ld.norm(Role::kQNorm, l, D);
   if (!qn) return qn.error();
   w.q_norm = std::move(qn).value();
@@ -236,7 +242,7 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
   if (w.requantized_tensors > 0) {
     std::fprintf(stderr,
                  "pagoda: %d tensors of type %s requantized to Q8_0 for the CPU kernels "
-                 "(fused Q|K|V or gate|up groups of mixed block formats, or all the "
+                 "(fused gate|up groups of mixed block formats, or all the "
                  "packed-only types with PAGODA_CPU_PACKED=0)\n",
                  w.requantized_tensors, ld.requantized_types().c_str());
   }

@@ -93,9 +93,11 @@ struct MoeExpertWeights {
 struct LlamaLayerWeights {
   gpu::DeviceBuffer attn_norm;  // [H] fp32
   DeviceLinear qkv;             // [(Hq + 2 Hk) D, H] (+ bias for qwen2); empty when qk_norm
+                                // or when q, k, v differ in block type (CPU quantized)
   // qk_norm architectures (qwen3): Q [Hq D, H], K and V [Hk D, H] as three
   // weights (each head's q and k must be a contiguous row for the norm) and
-  // the per-head norm weights [D] fp32. Empty otherwise.
+  // the per-head norm weights [D] fp32; without the norms when qkv is kept
+  // apart for its mixed block types. Empty otherwise.
   DeviceLinear q, k, v;
   gpu::DeviceBuffer q_norm, k_norm;
   DeviceLinear o;               // [H, Hq D]

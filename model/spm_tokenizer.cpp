@@ -123,6 +123,15 @@ Result<TextNormalizer> TextNormalizer::from_json(const simdjson::dom::element& j
   return TextNormalizer(std::move(ops));
 }
 
+bool TextNormalizer::removes(std::string_view s) const {
+  bool removed = false;
+  for (const Op& op : ops_) {
+    if (!op.prepend && op.pattern == s) removed = op.content.find(s) == std::string::npos;
+    else if (op.content.find(s) != std::string::npos) removed = false;
+  }
+  return removed && !s.empty();
+}
+
 void TextNormalizer::apply(std::string_view in, std::string& out) const {
   out.assign(in);
   std::string tmp;
@@ -231,16 +240,62 @@ Result<TokenizerParts> sentencepiece_parts(const SentencePieceModel& spm) {
   return parts;
 }
 
-// A "llama" GGUF vocabulary as transformers' GGUF path builds it.
+namespace {
+
+// Python's str.isspace() for one code point (transformers tests tokens with
+// t.strip()).
+bool py_space(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
+// Gemma files store a token of spaces (a user-defined "\u2581\u2581" in the
+// tokenizer.model) as real spaces; transformers' gemma_tokenizer spells every
+// all-whitespace token holding a ' ' back as one U+2581 per character.
+std::string gemma_respell(const std::string& token) {
+  bool has_space = false;
+  size_t chars = 0;
+  for (size_t i = 0; i < token.size(); ++chars) {
+    const auto b = static_cast<uint8_t>(token[i]);
+    const size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    if (i + len > token.size()) return token;
+    uint32_t c = len == 1 ? b : b & (0x7F >> len);
+    for (size_t k = 1; k < len; ++k) c = (c << 6) | (static_cast<uint8_t>(token[i + k]) & 0x3F);
+    if (!py_space(c)) return token;
+    has_space |= c == ' ';
+    i += len;
+  }
+  if (!has_space) return token;
+  std::string out;
+  for (size_t k = 0; k < chars; ++k) out += kSpmSpace;
+  return out;
+}
+
+bool is_gemma(const std::string& arch) { return arch == "gemma" || arch == "gemma2" || arch == "gemma3"; }
+
+}  // namespace
+
+// A "llama" GGUF vocabulary as transformers' GGUF path builds it: LlamaTokenizer
+// for "llama" and the like, GemmaTokenizer for the gemma architectures (no
+// prefix space, spaces become U+2581 in the normalizer, the decoder strips
+// nothing, merges ranked by the merged token's position in the file).
 Result<void> gguf_sentencepiece_parts(const GgufFile& g, const GgufVocab& v, TokenizerParts& parts) {
   std::string arch;
   if (Result<std::string> a = g.get_string("general.architecture"); a) arch = *a;
-  for (std::string_view special : {"gemma", "gemma2", "gemma3", "phi3"}) {
-    if (arch == special) return make_error("GGUF SentencePiece tokenizer of architecture " + arch + " is not supported");
-  }
+  if (arch == "phi3") return make_error("GGUF SentencePiece tokenizer of architecture phi3 is not supported");
+  const bool gemma = is_gemma(arch);
   BpeOptions opt;
   opt.byte_fallback = true;
   opt.fuse_unk = true;
+  std::vector<std::string> tokens = v.tokens;
+  std::vector<float> scores = v.scores;
+  if (gemma) {
+    // Gemma's scores do not follow its merge order; the file order does.
+    for (std::string& t : tokens) t = gemma_respell(t);
+    scores.resize(tokens.size());
+    for (size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
+  }
   Result<BpeModel> model = make_error("");
   if (v.has_merges) {
     std::vector<std::pair<std::string, std::string>> merges;
@@ -249,21 +304,33 @@ Result<void> gguf_sentencepiece_parts(const GgufFile& g, const GgufVocab& v, Tok
       if (sp == std::string::npos) return make_error("GGUF merge \"" + m + "\" is not two tokens");
       merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
     }
-    model = BpeModel::build(v.tokens, merges, opt);
+    model = BpeModel::build(tokens, merges, opt);
   } else {
-    if (v.scores.size() != v.tokens.size()) return make_error("GGUF SentencePiece tokenizer without scores or merges");
-    model = build_spm_bpe(v.tokens, v.scores, SpmMergeOrder::kScore, opt);
+    if (scores.size() != tokens.size()) return make_error("GGUF SentencePiece tokenizer without scores or merges");
+    model = build_spm_bpe(tokens, scores, SpmMergeOrder::kScore, opt);
   }
   if (!model) return model.error();
   parts.model = std::move(*model);
   parts.kind = TokenizerKind::kSentencePieceBpe;
-  // transformers' LlamaTokenizer ignores tokenizer.ggml.add_space_prefix: always "first".
-  parts.metaspace = Metaspace{std::string(kSpmSpace), PrependScheme::kFirst, false};
-  parts.decoder = {DecoderSpec::Kind::kPieces, true, std::string(kSpmSpace), " ", DecoderSpec::Strip::kLeadingSpace};
+  if (gemma) {
+    // GemmaTokenizer: Replace(' ', U+2581), no prefix; its Split(' ') pre-tokenizer
+    // sees no spaces left, so the text is one word. tokenizer.ggml.add_space_prefix
+    // (false in Gemma files) is not read by transformers either.
+    parts.metaspace = Metaspace{std::string(kSpmSpace), PrependScheme::kNever, false};
+    parts.decoder = {DecoderSpec::Kind::kPieces, true, std::string(kSpmSpace), " ", DecoderSpec::Strip::kNone};
+  } else {
+    // transformers' LlamaTokenizer ignores tokenizer.ggml.add_space_prefix: always "first".
+    parts.metaspace = Metaspace{std::string(kSpmSpace), PrependScheme::kFirst, false};
+    parts.decoder = {DecoderSpec::Kind::kPieces, true, std::string(kSpmSpace), " ",
+                     DecoderSpec::Strip::kLeadingSpace};
+  }
+  // CONTROL tokens are special added tokens; USER_DEFINED ones plain added
+  // tokens when the (respelled) vocabulary holds them as written.
   for (size_t i = 0; i < v.types.size() && i < v.tokens.size(); ++i) {
-    if (v.types[i] == 3 || v.types[i] == 4) {
-      parts.added.push_back({v.tokens[i], int32_t(i), v.types[i] == 3, false, false, false, false});
-    }
+    const bool control = v.types[i] == 3;
+    if (!control && v.types[i] != 4) continue;
+    if (!control && parts.model.find(v.tokens[i]) < 0) continue;
+    parts.added.push_back({v.tokens[i], int32_t(i), control, false, false, false, false});
   }
   return {};
 }

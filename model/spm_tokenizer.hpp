@@ -61,6 +61,11 @@ class TextNormalizer {
   static Result<TextNormalizer> from_json(const simdjson::dom::element& json);
 
   bool empty() const { return ops_.empty(); }
+  // Whether no output of apply() can contain `s`: the last op that mentions
+  // it is a Replace of exactly `s` by a content without it (Gemma's
+  // Replace(" ", U+2581), which leaves its Split(" ") pre-tokenizer nothing
+  // to split).
+  bool removes(std::string_view s) const;
   // out = normalize(in). Prepend applies to non-empty text only, as in HF.
   void apply(std::string_view in, std::string& out) const;
 

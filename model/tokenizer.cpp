@@ -450,6 +450,10 @@ Result<TokenizerParts> parts_from_json(const element& doc) {
     Result<Metaspace> m = Metaspace::from_json(pre);
     if (!m) return m.error();
     parts.metaspace = std::move(*m);
+  } else if (std::string_view split; pre_type == "Split" && pre["pattern"]["String"].get(split) == simdjson::SUCCESS &&
+                                      parts.normalizer.removes(split)) {
+    // Gemma: Split(" ") after a normalizer that turned every " " into U+2581
+    // splits nothing (whatever its behavior): no pre-tokenization.
   } else if (doc["pre_tokenizer"].error() == simdjson::SUCCESS) {
     Result<PreTokenizer> p = PreTokenizer::from_json(pre);
     if (!p) return p.error();

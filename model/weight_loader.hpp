@@ -295,6 +295,28 @@ class Loader {
     return stack(parts, k, bias, tensor_name(roles[0], layer));
   }
 
+  // Whether the tensors of `roles` are loaded as separate weights rather than
+  // stacked: the CPU in quantized precision and block types that differ
+  // (stack_rows would turn the group into Q8_0 or fp32). Missing tensors say
+  // false here; loading them reports the error.
+  Result<bool> keeps_apart(int32_t layer, const std::vector<Role>& roles) {
+    if (backend_.kind() != gpu::BackendKind::kCpu || out_.precision != WeightPrecision::kQuantized) {
+      return false;
+    }
+    std::vector<WeightFormat> formats;
+    for (Role role : roles) {
+      auto t = file_.find(tensor_name(role, layer));
+      if (!t) return t.error();
+      if (!t->has_value()) return false;
+      formats.push_back((*t)->format);
+    }
+    for (WeightFormat f : formats) {
+      const bool blocks = gpu::is_block_quantized(f) || gpu::is_block_quantized(formats[0]);
+      if (f != formats[0] && blocks) return true;
+    }
+    return false;
+  }
+
   // The rows of `parts` ([n_i, k] each) as one [sum n_i, k] weight (+ bias).
   Result<DeviceLinear> stack(const std::vector<TensorRef>& parts, int64_t k,
                              const std::vector<float>& bias, const std::string& what) {

@@ -96,6 +96,12 @@ TEST(ChatTemplateGoldens, Phi35MiniInstruct) {
 // google/gemma-2-2b-it's template: <start_of_turn>user/model turns, content trimmed,
 // raise_exception for a system message and for turns that do not alternate.
 TEST(ChatTemplateGoldens, Gemma2It) { EXPECT_GE(check_golden_file("gemma-2-it.cases.json"), 20u); }
+// google/gemma-3-*-it's template: the system text prefixes the first user turn,
+// content lists of image/text items (`is iterable`), "Invalid content type" errors.
+TEST(ChatTemplateGoldens, Gemma3It) { EXPECT_GE(check_golden_file("gemma-3-it.cases.json"), 25u); }
+// Mixtral-8x7B-Instruct-v0.1's template: [INST] turns, the optional system message
+// folded into the first one, eos after each answer, other roles rejected.
+TEST(ChatTemplateGoldens, MixtralInstruct) { EXPECT_GE(check_golden_file("mixtral-instruct.cases.json"), 25u); }
 // Qwen/Qwen3-0.6B's template: thinking blocks stripped from history, reasoning_content,
 // enable_thinking, tools, tool calls with string and dict arguments, tool responses.
 TEST(ChatTemplateGoldens, Qwen3) { EXPECT_GE(check_golden_file("qwen3.cases.json"), 30u); }

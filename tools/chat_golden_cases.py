@@ -198,6 +198,25 @@ CONVERSATIONS = {
         _conv("two_users_rejected", [U1, U2]),
         _conv("assistant_first_rejected", [A1, U1]),
     ],
+    # Gemma 3's template: a system message becomes the first user turn's
+    # prefix; content may be a list of text/image items; anything else that
+    # is not iterable is an error; strict alternation.
+    "gemma-3-it": _common() + [
+        _conv("two_users_rejected", [U1, U2]),
+        _conv("assistant_first_rejected", [SYS, A1, U1]),
+        _conv("content_list_image_text", [{"role": "user", "content": [
+            {"type": "image"}, {"type": "text", "text": "  Describe this image.  "}, {"type": "audio"}]}]),
+        _conv("system_content_list", [{"role": "system", "content": [{"type": "text", "text": "Be terse."}]}, U1]),
+        _conv("system_only", [SYS]),
+    ],
+    # Mixtral's template: optional system folded into the first [INST],
+    # strict alternation, no other roles.
+    "mixtral-instruct": _common() + [
+        _conv("two_users_rejected", [U1, U2]),
+        _conv("assistant_first_rejected", [A1, U1]),
+        _conv("tool_role_rejected", [U1, A1, {"role": "tool", "content": "{}"}]),
+        _conv("system_only", [SYS]),
+    ],
     "stress": _stress(),
 }
 

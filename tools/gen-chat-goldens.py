@@ -19,6 +19,9 @@ Makes:
                                            <end_of_turn>, assistant as "model"), as llama.cpp
                                            vendors it (models/templates/google-gemma-2-2b-it.jinja;
                                            same env)
+  tests/data/chat/gemma-3-it.jinja         google/gemma-3-*-it's and Mixtral-8x7B-Instruct-v0.1's
+  tests/data/chat/mixtral-instruct.jinja   templates, from tools/chat_templates_quoted.py (which
+                                           says where each text comes from)
   tests/data/chat/<name>.cases.json        conversations and the rendered prompt
                                            (or the error jinja2 raised) per template
   tests/data/chat/snippets.json            small templates with jinja2's output/error
@@ -55,6 +58,7 @@ FIXED_NOW = (2024, 7, 26, 14, 5, 9)
 
 sys.path.insert(0, str(ROOT / "tools"))
 from chat_golden_cases import CONVERSATIONS, SNIPPET_CONTEXT, SNIPPETS, UNSUPPORTED  # noqa: E402
+from chat_templates_quoted import QUOTED  # noqa: E402
 from chat_golden_fuzz import expression_templates, scope_templates, whitespace_templates  # noqa: E402
 
 from tokenizers import Tokenizer, models  # noqa: E402
@@ -81,6 +85,10 @@ FAMILIES = {
     "phi-3.5-mini-instruct": ("<s>", "<|endoftext|>"),
     # gemma-2-2b-it's tokenizer_config.json: bos <bos>, eos <eos> (turns end with <end_of_turn>).
     "gemma-2-it": ("<bos>", "<eos>"),
+    # gemma-3-*-it's tokenizer_config.json: bos <bos>, eos <eos>.
+    "gemma-3-it": ("<bos>", "<eos>"),
+    # Mixtral-8x7B-Instruct-v0.1's tokenizer_config.json: bos <s>, eos </s>.
+    "mixtral-instruct": ("<s>", "</s>"),
     "stress": ("<s>", "</s>"),
 }
 
@@ -123,6 +131,11 @@ def copy_gemma2():
                         OUT / "gemma-2-it.jinja")
     elif not (OUT / "gemma-2-it.jinja").exists():
         sys.exit("no PAGODA_LLAMA_CPP and no existing tests/data/chat/gemma-2-it.jinja")
+
+
+def write_quoted():
+    for name, text in QUOTED.items():
+        (OUT / f"{name}.jinja").write_text(text, encoding="utf-8")
 
 
 def copy_shared():
@@ -199,6 +212,7 @@ def main():
     copy_qwen3()
     copy_phi35()
     copy_gemma2()
+    write_quoted()
     gen_conversations()
     gen_snippets()
 
