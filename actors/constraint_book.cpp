@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 #include <unordered_set>
+#include <utility>
 
 #include "actors/steady_ns.hpp"
 
@@ -96,7 +97,7 @@ void ConstraintBook::take(SeqId seq, int32_t position, std::span<const TokenId> 
   auto it = seqs_.find(seq);
   if (it == seqs_.end() || it->second.failed) return;
   State& st = it->second;
-  st.walk = DraftWalk{};  // the walked drafts stay in the matcher: reconciled below by position
+  const DraftWalk walk = std::exchange(st.walk, DraftWalk{});  // walked drafts: reconciled by position
   try {
     for (size_t j = 0; j < ids.size(); ++j) {
       const int32_t k = position + int32_t(j) - st.prompt_len;
@@ -108,6 +109,9 @@ void ConstraintBook::take(SeqId seq, int32_t position, std::span<const TokenId> 
         n = k;
       }
       if (st.matcher.terminated()) return;  // ids after the stop id: a finished sequence
+      if (k > n && walk.at_stop && walk.stop_at == n && st.matcher.accept(walk.stop_id)) {
+        return;  // the verified run went past a drafted stop id: the grammar has ended
+      }
       if (k > n) return fail(seq, "constraint: a gap in the sequence's output");
       if (!st.matcher.accept(ids[j])) {
         return fail(seq, "constraint: token id " + std::to_string(ids[j]) + " at output position " +
@@ -141,6 +145,8 @@ void ConstraintBook::seek(State& st, int32_t j) {
     if (std::find(stops.begin(), stops.end(), t) != stops.end()) {
       w.blocked = true;  // never accepted tentatively: a rollback would not undo it
       w.at_stop = !st.matcher.terminated() && st.matcher.completed();
+      w.stop_id = t;
+      w.stop_at = st.matcher.num_accepted();
     } else if (st.matcher.accept(t)) {
       ++w.walked;
     } else {

@@ -29,8 +29,9 @@
 // row); a draft the grammar forbids stops the walk (the rows after it get the
 // mask before it: they can never be committed, their draft being masked out
 // at its own row); a drafted stop id is never accepted (xgrammar's rollback
-// does not undo a stop), the rows after it get the stop-only mask. The
-// walked drafts stay in the matcher; the next ids the sequence takes (the
+// does not undo a stop), the rows after it get the stop-only mask, and the
+// matcher takes it when the verified run goes past it. The walked drafts
+// stay in the matcher; the next ids the sequence takes (the
 // verified run, at its position) roll back those that were rejected.
 // record() skips a speculative entry's samples: the scheduler commits the
 // verified run and the next plan carries it (speculation runs lockstep).
@@ -88,7 +89,9 @@ class ConstraintBook {
     std::vector<TokenId> drafts;  // d[0..d), the matcher at the committed ids + d[0..walked)
     int32_t walked = 0;
     bool blocked = false;  // d[walked] is forbidden, or a stop id (then `at_stop`)
-    bool at_stop = false;
+    bool at_stop = false;  // d[walked] is a stop id the grammar allows here
+    TokenId stop_id = -1;  // at_stop: that id, at output index stop_at
+    int32_t stop_at = -1;
   };
   struct State {
     model::TokenMatcher matcher;
