@@ -180,7 +180,8 @@ std::vector<GenerateRequest> structured_requests(const SamplingOptions& base) {
   SamplingOptions masked = base;
   masked.token_mask.bad_words = {"London"};
   return {
-      chat_request("Repeat this JSON exactly: " + doc + "\nRepeat it: " + doc, constrained(base, K::json_schema, schema)),
+      chat_request("Repeat this JSON exactly: " + doc + "\nRepeat it: " + doc,
+                   constrained(base, K::json_schema, schema)),
       chat_request("Copy the record " + doc + " as JSON.", constrained(base, K::json_object, "")),
       chat_request("Answer: the the the the the the the the. Is it maybe? yes no maybe",
                    constrained(base, K::choice, "", {"yes", "no", "maybe so"})),
