@@ -145,8 +145,8 @@ class Executor : private TableStore {
   void build_batch(const StepPlan& plan);
   Result<void> stage_rows(const StepPlan& plan, bool* want_top);
   Result<void> upload_history(MirroredSeq& s);
-  size_t extra_ints(SeqId seq) const;
-  void stage_constraint(SeqId seq, gpu::SamplingRowParams& p);
+  size_t extra_ints(SeqId seq, int32_t row_back) const;
+  void stage_constraint(SeqId seq, int32_t row_back, gpu::SamplingRowParams& p);
   // Runs the book's prepare() on the filler thread (started before the forward).
   void start_masks();
   // After the forward: waits for the masks, takes the book's errors.

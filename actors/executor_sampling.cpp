@@ -29,7 +29,7 @@ Result<void> Executor::stage_rows(const StepPlan& plan, bool* want_top) {
   size_t banned = 0;
   for (const PlanSample& s : plan.samples) {
     need_history = need_history || s.use_history;
-    banned += s.banned.size() + extra_ints(s.seq);
+    banned += s.banned.size() + extra_ints(s.seq, s.row_back);
   }
   const size_t region = need_history ? size_t(tables_->rows()) * size_t(history_len_) : 0;
   if (region != history_region_ || history_dev_.size() < (region + std::max<size_t>(banned, 1)) * 4) {
@@ -58,7 +58,7 @@ Result<void> Executor::stage_rows(const StepPlan& plan, bool* want_top) {
     p.banned_offset = int64_t(history_region_ + banned_.size());
     p.banned_len = int32_t(s.banned.size());
     banned_.insert(banned_.end(), s.banned.begin(), s.banned.end());
-    if (book_active_) stage_constraint(s.seq, p);
+    if (book_active_) stage_constraint(s.seq, s.row_back, p);
     *want_top = *want_top || p.num_top_logprobs > 0;
     rows_.push_back(p);
   }
@@ -72,9 +72,9 @@ Result<void> Executor::stage_rows(const StepPlan& plan, bool* want_top) {
 }
 
 // Ints a row's bias pairs and mask take in the banned region (issue 23).
-size_t Executor::extra_ints(SeqId seq) const {
+size_t Executor::extra_ints(SeqId seq, int32_t row_back) const {
   if (!book_active_) return 0;
-  const RowConstraint rc = book_.row(seq);
+  const RowConstraint rc = book_.row(seq, row_back);
   size_t n = rc.bias == nullptr ? 0 : rc.bias->size() * 2;
   if (rc.mask >= 0) n += size_t(book_.mask_words());
   return n;
@@ -82,8 +82,8 @@ size_t Executor::extra_ints(SeqId seq) const {
 
 // Appends the row's logit biases (id, float bits) and token mask after the
 // banned ids and points p at them.
-void Executor::stage_constraint(SeqId seq, gpu::SamplingRowParams& p) {
-  const RowConstraint rc = book_.row(seq);
+void Executor::stage_constraint(SeqId seq, int32_t row_back, gpu::SamplingRowParams& p) {
+  const RowConstraint rc = book_.row(seq, row_back);
   if (rc.bias != nullptr && !rc.bias->empty()) {
     p.bias_offset = int64_t(history_region_ + banned_.size());
     p.bias_len = int32_t(rc.bias->size());

@@ -29,8 +29,10 @@
 //    anonymous client). Neither changes the output.
 //  - speculative: n-gram prompt-lookup speculation (issue 24; off by default).
 //    Exact: the same tokens as without it (actors/speculative_verify.hpp).
-//    Supported for n = 1 without beams, penalties, constraints or token
-//    masks (speculation_supported()); validate() refuses the others.
+//    Supported for n = 1 without beams or penalties
+//    (speculation_supported()), also with structured-output constraints and
+//    token masks (each drafted row gets the matcher's mask after the drafts
+//    before it: actors/constraint_book.hpp); validate() refuses the others.
 //  - constraint, token_mask: structured output and per-token biases/bans
 //    (actors/output_constraint.hpp, issue 23).
 // A plain value; thread-safe to copy.
@@ -103,7 +105,7 @@ struct SamplingOptions {
 
   // Whether these options can run with speculative decoding at all.
   bool speculation_supported() const {
-    return n == 1 && beam_width == 0 && !uses_history() && !constraint.active() && !token_mask.active();
+    return n == 1 && beam_width == 0 && !uses_history();
   }
 
   // Range checks, with a message naming the field.
@@ -129,9 +131,8 @@ struct SamplingOptions {
     if (speculative.active()) {
       if (auto ok = speculative.config.validate_given(); !ok) return ok;
       if (!speculation_supported()) {
-        return bad("speculative decoding supports n = 1 without beam search, without "
-                   "repetition, presence or frequency penalties and without structured-output "
-                   "constraints or token masks");
+        return bad("speculative decoding supports n = 1 without beam search and without "
+                   "repetition, presence or frequency penalties");
       }
     }
     for (const std::string& s : stop) {

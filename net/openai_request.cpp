@@ -14,11 +14,13 @@ using simdjson::dom::element;
 using simdjson::dom::element_type;
 
 constexpr std::string_view kIgnoredFields[] = {"metadata", "store", "service_tier"};
-constexpr std::string_view kCommonFields[] = {"model", "stream", "stream_options", "logit_bias"};
+// logit_bias and response_format are read before these lists are consulted
+// (apply_sampling_field -> apply_constraint_field, net/constraint_json.hpp).
+constexpr std::string_view kCommonFields[] = {"model", "stream", "stream_options"};
 constexpr std::string_view kCompletionFields[] = {"prompt", "logprobs", "echo", "suffix", "best_of"};
 constexpr std::string_view kChatFields[] = {
     "messages", "logprobs", "top_logprobs", "max_completion_tokens", "tools", "functions",
-    "tool_choice", "function_call", "response_format", "modalities", "audio", "prediction",
+    "tool_choice", "function_call", "modalities", "audio", "prediction",
     "parallel_tool_calls"};
 
 template <size_t N>
@@ -97,18 +99,10 @@ std::optional<ApiError> neutral_or_error(bool neutral, std::string_view key, std
 std::optional<ApiError> read_neutral_field(std::string_view key, element v) {
   std::string_view s;
   bool b = false;
-  simdjson::dom::object obj;
   simdjson::dom::array arr;
   if (key == "echo") return neutral_or_error(v.get_bool().get(b) == simdjson::SUCCESS && !b, key, "false");
   if (key == "suffix") {
     return neutral_or_error(v.get_string().get(s) == simdjson::SUCCESS && s.empty(), key, "null or \"\"");
-  }
-  if (key == "logit_bias") {
-    return neutral_or_error(v.get_object().get(obj) == simdjson::SUCCESS && obj.size() == 0, key, "null or {}");
-  }
-  if (key == "response_format") {
-    const bool text = v["type"].get_string().get(s) == simdjson::SUCCESS && s == "text";
-    return neutral_or_error(text, key, "{\"type\":\"text\"}");
   }
   if (key == "modalities") {
     const bool text_only = v.get_array().get(arr) == simdjson::SUCCESS && arr.size() == 1 &&

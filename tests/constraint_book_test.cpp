@@ -4,7 +4,11 @@
 // next prepare(), a different id at an accepted position rolls back, pre-fork
 // children are tracked from their first plan, releases drop matchers, a
 // rejected id fails its sequence alone, and a finished grammar masks all but
-// EOS and ignores the ids after it.
+// EOS and ignores the ids after it. Speculative entries (issue 24): each
+// drafted row's mask is the matcher's after the drafts before it, a draft the
+// grammar forbids is masked out at its own row, a drafted EOS gives the rows
+// after it the EOS-only mask, and the verified run that follows rolls back
+// the walked drafts it did not keep.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -60,8 +64,21 @@ class ConstraintBookTest : public ::testing::Test {
     p.samples.push_back({seq, 0, {}, false, {}});
     return p;
   }
-  bool allows(ConstraintBook& b, SeqId seq, int32_t id) {
-    const RowConstraint rc = b.row(seq);
+  // The same entry ending with `drafts` drafted ids: its drafts + 1 rows are sampled.
+  static StepPlan speculative_step(SeqId seq, int32_t num_cached, std::vector<TokenId> ids,
+                                   const std::vector<TokenId>& drafts) {
+    ids.insert(ids.end(), drafts.begin(), drafts.end());
+    StepPlan p = step(seq, num_cached, std::move(ids));
+    p.samples.clear();
+    for (int32_t j = 0; j <= int32_t(drafts.size()); ++j) {
+      PlanSample ps{seq, 0, {}, false, {}};
+      ps.row_back = int32_t(drafts.size()) - j;
+      p.samples.push_back(ps);
+    }
+    return p;
+  }
+  bool allows(ConstraintBook& b, SeqId seq, int32_t id, int32_t row_back = 0) {
+    const RowConstraint rc = b.row(seq, row_back);
     if (rc.mask < 0) return true;
     return (b.mask(rc.mask)[id >> 5] >> (id & 31)) & 1u;
   }
@@ -136,6 +153,53 @@ TEST_F(ConstraintBookTest, FinishedGrammarAllowsOnlyEosAndIgnoresLaterIds) {
   b.record(next, more);  // planned ahead before the scheduler saw EOS
   run(b, step(1, 6, {}));
   EXPECT_TRUE(b.errors().empty());
+}
+
+TEST_F(ConstraintBookTest, SpeculativeRowsFollowTheDraftsAndTheVerifiedRunRollsBack) {
+  ConstraintBook b;
+  run(b, step(1, 0, {7, 8, 9}, true, {}));  // prompt of 3; the first row after it
+  const TokenId q = tok_->encode("q", false).at(0);
+  const TokenId eos = tok_->eos_id();
+  // Committed abc, drafts xyz, q (forbidden), abc: rows j = 0..3 (row_back 3..0).
+  StepPlan p = speculative_step(1, 3, {abc_}, {xyz_, q, abc_});
+  run(b, p);
+  ASSERT_TRUE(b.errors().empty()) << "a forbidden draft is a rejection, not an error";
+  for (int32_t rb = 3; rb >= 0; --rb) {  // after "abc", "abcxyz", then the walk stops at q
+    EXPECT_TRUE(allows(b, 1, abc_, rb)) << rb;
+    EXPECT_TRUE(allows(b, 1, eos, rb)) << rb;
+    EXPECT_FALSE(allows(b, 1, q, rb)) << "q is masked out at its own row " << rb;
+  }
+  EXPECT_EQ(b.find(1)->history(), (std::vector<TokenId>{abc_, xyz_})) << "the walked drafts";
+  const TokenId verified[] = {xyz_, abc_, abc_, abc_};  // s[0] = d[0] kept, s[1] != q
+  b.record(p, verified);  // skipped: the next plan carries the run
+  // The verified run: abc (committed), xyz (kept draft), then s[1] = abc.
+  run(b, speculative_step(1, 5, {abc_}, {abc_, xyz_}));
+  ASSERT_TRUE(b.errors().empty()) << (b.errors().empty() ? "" : b.errors()[0].error);
+  EXPECT_EQ(b.find(1)->history(), (std::vector<TokenId>{abc_, xyz_, abc_, abc_, xyz_}));
+  // Verification keeps none of these drafts: s[0] = xyz. The walk is rolled back.
+  run(b, step(1, 6, {xyz_}));
+  ASSERT_TRUE(b.errors().empty()) << (b.errors().empty() ? "" : b.errors()[0].error);
+  EXPECT_EQ(b.find(1)->history(), (std::vector<TokenId>{abc_, xyz_, abc_, xyz_}));
+  EXPECT_FALSE(b.find(1)->terminated());
+}
+
+TEST_F(ConstraintBookTest, ADraftedEosLeavesOnlyEosForTheRowsAfterIt) {
+  ConstraintBook b;
+  run(b, step(1, 0, {7, 8, 9}, true, {}));
+  const TokenId eos = tok_->eos_id();
+  StepPlan p = speculative_step(1, 3, {abc_}, {eos, abc_});
+  run(b, p);
+  ASSERT_TRUE(b.errors().empty());
+  EXPECT_TRUE(allows(b, 1, abc_, 2));  // row 0: after "abc"
+  EXPECT_TRUE(allows(b, 1, eos, 2));
+  EXPECT_FALSE(allows(b, 1, abc_, 1)) << "row 1 follows an EOS";
+  EXPECT_TRUE(allows(b, 1, eos, 1));
+  EXPECT_FALSE(b.find(1)->terminated()) << "a drafted EOS is never accepted tentatively";
+  // EOS rejected (s[0] = xyz): the matcher goes on normally.
+  run(b, step(1, 4, {xyz_}));
+  ASSERT_TRUE(b.errors().empty());
+  EXPECT_FALSE(b.find(1)->terminated());
+  EXPECT_TRUE(allows(b, 1, abc_));
 }
 
 }  // namespace

@@ -3,10 +3,13 @@ the official `openai` client: a request that copies from its prompt gets the
 same tokens with speculation (the server default) and without (the request's
 `speculative: "off"`), greedy and seeded; usage reports the drafted tokens as
 OpenAI's accepted/rejected prediction tokens; /metrics counts them; bad
-`speculative` values and unsupported combinations are 400s."""
+`speculative` values and unsupported combinations are 400s; a chat answer
+constrained by response_format (a JSON schema) is the same with speculation
+as without, drafts are accepted, and it validates against its schema."""
 import json
 
 import httpx
+import jsonschema
 import openai
 import pytest
 
@@ -102,3 +105,32 @@ def test_unsupported_requests_run_without_speculation_by_default(client, model, 
     r = client.completions.create(model=model, prompt=PROMPT, max_tokens=8, n=2, temperature=0.8, seed=3)
     assert len(r.choices) == 2
     assert metrics(spec_server)["pagoda:spec_decode_num_draft_tokens_total"] == before
+
+
+RECORD = {"name": "Ada Lovelace", "born": 1815, "role": "admin", "city": "London",
+          "tags": ["math", "engines"]}
+RECORD_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "born": {"type": "integer"},
+                   "role": {"enum": ["admin", "user"]}, "city": {"type": "string"},
+                   "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["name", "born", "role", "city", "tags"],
+}
+
+
+@pytest.mark.parametrize("sampling", [dict(temperature=0), dict(temperature=0.8, seed=5)])
+def test_response_format_is_the_same_with_speculation(client, model, sampling):
+    doc = json.dumps(RECORD)
+    args = dict(model=model, max_tokens=96, logprobs=True,
+                messages=[{"role": "user", "content": "Repeat this JSON exactly: " + doc + "\nAgain: " + doc}],
+                response_format={"type": "json_schema",
+                                 "json_schema": {"name": "record", "schema": RECORD_SCHEMA, "strict": True}},
+                **sampling)
+    spec = client.chat.completions.create(**args)
+    plain = client.chat.completions.create(extra_body={"speculative": "off"}, **args)
+    assert spec.choices[0].message.content == plain.choices[0].message.content
+    assert ([t.token for t in spec.choices[0].logprobs.content]
+            == [t.token for t in plain.choices[0].logprobs.content])
+    assert spec.choices[0].finish_reason == plain.choices[0].finish_reason == "stop"
+    jsonschema.validate(json.loads(spec.choices[0].message.content), RECORD_SCHEMA)
+    assert spec.usage.completion_tokens_details.accepted_prediction_tokens > 0
