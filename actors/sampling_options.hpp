@@ -53,8 +53,11 @@ namespace pagoda::actors {
 struct SpeculativeOptions {
   bool set = false;
   bool ngram = false;  // prompt-lookup drafting (actors/ngram_proposer.hpp)
+  // Draft-model drafting: the engine's draft model (actors/draft_runner.hpp;
+  // refused by an engine without one). ngram and draft exclude each other.
+  bool draft = false;
   NgramConfig config;  // k = num_speculative_tokens, prompt_lookup_min/max
-  bool active() const { return ngram; }
+  bool active() const { return ngram || draft; }
 };
 
 struct SamplingOptions {
@@ -126,6 +129,7 @@ struct SamplingOptions {
     if (beam_width > 0 && !(length_penalty == length_penalty)) return bad("length_penalty must be a number");
     if (speculative.active()) {
       if (auto ok = speculative.config.validate(); !ok) return ok;
+      if (speculative.ngram && speculative.draft) return bad("speculative: ngram or draft, not both");
       if (!speculation_supported()) {
         return bad("speculative decoding supports n = 1 without beam search, without "
                    "repetition, presence or frequency penalties and without structured-output "

@@ -141,6 +141,8 @@ struct SchedulerConfig {
   // No drafting in a step whose running sequences exceed this (verifying
   // k + 1 rows costs more than it saves in large batches).
   int32_t speculative_max_batch = 16;
+  // The executor has a draft model: requests may choose speculative.draft.
+  bool draft_model = false;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
   FairShareConfig fair;                  // policy == fair
 };
