@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "actors/beam_search.hpp"
+#include "actors/engine_errors.hpp"
 
 namespace pagoda::actors {
 
@@ -25,8 +26,8 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
   if (auto ok = options.validate(); !ok) return ok.error();
   if (prompt.empty()) return make_error("scheduler: the prompt is empty");
   if (options.speculative.draft && !config_.draft_model) {
-    return make_error("scheduler: speculative \"draft\" needs a server started with a draft model "
-                      "(--speculative draft:MODEL)");
+    return make_error(std::string(kInvalidRequest) + "speculative \"draft\" needs a server started "
+                      "with a draft model (--speculative draft:MODEL)");
   }
   if (int64_t(prompt.size()) >= config_.max_model_len) {
     return make_error("scheduler: the prompt has " + std::to_string(prompt.size()) +
