@@ -65,11 +65,12 @@ TEST(DraftRunner, RollbackAndCatchUpDraftWhatAFreshRunnerDrafts) {
   const auto d1 = drafts(*a.runner, 7, h, 4);
   EXPECT_EQ(d1, drafts(*b.runner, 1, h, 4));
   for (int32_t id : d1) EXPECT_GE(id, 0);
-  // Two drafts accepted, then the target's own token: the K/V of the two
-  // rejected slots must not be used.
-  a.runner->truncate(7, int32_t(h.size()) + 2);
-  h.insert(h.end(), d1.begin(), d1.begin() + 2);
-  h.push_back(d1[2] == 500 ? 501 : 500);
+  // No draft accepted (the target's own token instead), then a few tokens
+  // decoded without drafting (a cool-down): the K/V of the rejected slots
+  // must not be used.
+  a.runner->truncate(7, int32_t(h.size()));
+  h.push_back(d1[0] == 500 ? 501 : 500);
+  for (int32_t id : random_ids(5, 4)) h.push_back(id);
   b.runner->release(1);
   EXPECT_EQ(drafts(*a.runner, 7, h, 3), drafts(*b.runner, 2, h, 3));
   // Batched: a new sequence (first use) beside the caught-up one.
