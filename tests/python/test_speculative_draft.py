@@ -4,8 +4,8 @@ draft is the served model's own file (the only real model CI has), so every
 greedy draft is accepted: the same tokens with speculation (the server
 default) and without (`speculative: "off"`), greedy and seeded; usage and
 /metrics count the drafts; a request may still choose "ngram". A draft with
-another vocabulary is refused at startup naming both files, and "draft" on
-a server without a draft model is a 400."""
+another vocabulary is refused at startup naming both files ("draft" on a
+server without a draft model is a 400: test_speculative.py)."""
 import json
 import subprocess
 
@@ -80,9 +80,3 @@ def test_a_draft_with_another_vocabulary_is_refused(pagoda_bin, model_path):
     err = proc.stderr.decode()
     assert "different vocabularies" in err and tiny in err and model_path in err, err
 
-
-def test_draft_on_a_server_without_a_draft_model_is_400(server):
-    status, _, body = server.request("POST", "/v1/completions",
-                                     {"model": "x", "prompt": "Hi", "max_tokens": 4, "speculative": "draft"})
-    assert status == 400, body
-    assert b"draft model" in body
