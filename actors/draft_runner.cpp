@@ -54,27 +54,34 @@ Result<std::unique_ptr<DraftRunner>> DraftRunner::create(const DraftRunnerOption
                       " tokens): a draft model must share the target's tokenizer");
   }
   if (auto ok = check_same_vocabulary(o.model_path, o.target_path); !ok) return ok.error();
-  const gpu::KvCacheSpec spec = r->model_->kv_cache_spec();
+  if (auto ok = r->make_pool(o); !ok) return ok.error();
+  return r;
+}
+
+// The KV pool, its table rows and free list, the sampling buffers.
+Result<void> DraftRunner::make_pool(const DraftRunnerOptions& o) {
+  gpu::Backend& backend = *backend_;
+  const gpu::KvCacheSpec spec = model_->kv_cache_spec();
   auto cache = o.num_blocks > 0        ? backend.create_kv_cache(spec, o.num_blocks)
                : o.kv_cache_bytes > 0 ? backend.create_kv_cache_for_budget(spec, o.kv_cache_bytes)
                                       : backend.create_kv_cache(spec, std::max(o.target_blocks, 1));
   if (!cache) return make_error("draft KV pool: " + cache.error().message);
-  r->cache_ = std::move(cache).value();
-  r->max_tokens_ = o.max_num_batched_tokens;
-  r->max_rows_ = o.max_num_seqs;
-  r->max_model_len_ = r->model_->limits().max_model_len;
-  const int32_t width = (r->max_model_len_ + r->block_size() - 1) / r->block_size();
-  auto tables = model::BlockTableArena::create(backend, 2 * o.max_num_seqs + 8, width, r->num_blocks());
+  cache_ = std::move(cache).value();
+  max_tokens_ = o.max_num_batched_tokens;
+  max_rows_ = o.max_num_seqs;
+  max_model_len_ = model_->limits().max_model_len;
+  const int32_t width = (max_model_len_ + block_size() - 1) / block_size();
+  auto tables = model::BlockTableArena::create(backend, 2 * o.max_num_seqs + 8, width, num_blocks());
   if (!tables) return tables.error();
-  r->tables_.emplace(std::move(tables).value());
-  for (int32_t b = r->num_blocks() - 1; b >= 0; --b) r->free_.push_back(b);
-  auto rows = backend.allocate(size_t(r->max_rows_) * sizeof(gpu::SamplingRowParams));
+  tables_.emplace(std::move(tables).value());
+  for (int32_t b = num_blocks() - 1; b >= 0; --b) free_.push_back(b);
+  auto rows = backend.allocate(size_t(max_rows_) * sizeof(gpu::SamplingRowParams));
   if (!rows) return rows.error();
-  r->rows_dev_ = std::move(rows).value();
-  auto out = backend.allocate(size_t(r->max_rows_) * 8);  // tokens [R] | logprobs [R]
+  rows_dev_ = std::move(rows).value();
+  auto out = backend.allocate(size_t(max_rows_) * 8);  // tokens [R] | logprobs [R]
   if (!out) return out.error();
-  r->out_dev_ = std::move(out).value();
-  return r;
+  out_dev_ = std::move(out).value();
+  return {};
 }
 
 Result<DraftRunner::SeqState*> DraftRunner::state(uint64_t seq) {

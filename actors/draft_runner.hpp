@@ -108,6 +108,7 @@ class DraftRunner {
     int32_t made = 0;  // drafts drawn
   };
   DraftRunner() = default;
+  Result<void> make_pool(const DraftRunnerOptions& o);
   Result<SeqState*> state(uint64_t seq);
   bool reserve(SeqState& st, int32_t positions);
   // One batched forward + draw over the rows not done; false when all are.
@@ -126,7 +127,8 @@ class DraftRunner {
   std::vector<int32_t> logits_of_;      // [R] the row index of each logits row
   std::vector<gpu::SamplingRowParams> rows_;
   std::vector<int32_t> drawn_;
-  gpu::DeviceBuffer rows_dev_, out_dev_;
+  gpu::DeviceBuffer rows_dev_;  // [max_rows] SamplingRowParams of a round's draws
+  gpu::DeviceBuffer out_dev_;   // [max_rows] int32 tokens | [max_rows] float logprobs
 };
 
 // An Error naming both files when the vocabularies differ (size, or the

@@ -13,6 +13,11 @@
 // MaskFiller's thread while the forward pass runs). Host work
 // is O(tokens of the step + new blocks), never O(context) or O(pool).
 //
+// With a draft model (ExecutorOptions::draft_model_path) the executor also
+// owns a DraftRunner (actors/draft_runner.hpp: the draft model and its own
+// KV pool), which fills the plan's draft slots before the forward
+// (executor_drafts.cpp) and follows the plan's releases and truncates.
+//
 // Steps planned on top of a failed step (plan.depends_on names a step that
 // failed or was skipped) are skipped: only their releases are applied, and
 // the result says skipped.
