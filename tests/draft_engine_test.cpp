@@ -1,5 +1,6 @@
 // Draft-model speculative decoding (issue 24 item 1b) through the whole
-// engine on the real SmolLM2 GGUF (skips without it):
+// engine on the real SmolLM2 GGUF (skips without it), in both scheduling
+// modes (the _lockstep twin runs it with PAGODA_TEST_SCHEDULING=lockstep):
 //  - the same Q4_1 file as draft and target: every greedy draft is accepted,
 //    the output is that of a run without speculation, and both KV pools
 //    (the target's and the draft's own) get every block back;
