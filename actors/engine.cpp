@@ -105,6 +105,7 @@ std::shared_ptr<SchedulerCore> make_core(const EngineOptions& o, const Executor&
   sc.max_spec_tokens = std::max(o.max_speculative_rows, 0);
   sc.speculative = o.speculative;
   sc.speculative_max_batch = o.speculative_max_batch;
+  sc.draft_model = ex.has_draft_model();
   sc.policy = o.scheduling_policy;
   sc.fair = o.fair_share;
   return std::make_shared<SchedulerCore>(sc);
@@ -215,6 +216,9 @@ Result<std::unique_ptr<Engine>> Engine::start(const EngineOptions& options) {
   }
   if (options.speculative.active()) {
     if (auto ok = options.speculative.config.validate(); !ok) return ok.error();
+    if (options.speculative.draft && options.draft_model_path.empty()) {
+      return make_error("engine: speculative draft needs a draft model (draft_model_path)");
+    }
     if (options.max_speculative_rows < 1) {
       return make_error("engine: speculative decoding needs max_speculative_rows >= 1");
     }

@@ -175,6 +175,8 @@ struct EngineStats {
   int32_t peak_kv_blocks_used = 0;                   // over all steps
   uint64_t preemptions = 0, tokens_generated = 0, steps = 0;
   int32_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
+  // The draft model's own KV pool (0 without one), as of the last step.
+  int32_t draft_kv_blocks_total = 0, draft_kv_blocks_used = 0;
   uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
   uint64_t prompt_tokens = 0;      // prompt lengths of groups accepted (once per group)
   uint64_t generation_tokens = 0;  // tokens sampled, all samples (= tokens_generated)

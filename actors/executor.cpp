@@ -63,6 +63,21 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   if (!tables) return tables.error();
   ex->tables_.emplace(std::move(tables).value());
   ex->history_len_ = ex->max_model_len();
+  if (!o.draft_model_path.empty()) {
+    DraftRunnerOptions d;
+    d.model_path = o.draft_model_path;
+    d.target_path = o.model_path;
+    d.num_blocks = o.draft_num_blocks;
+    d.kv_cache_bytes = o.draft_kv_cache_bytes;
+    d.target_blocks = ex->num_blocks();
+    d.max_num_seqs = o.max_num_seqs;
+    d.max_num_batched_tokens = o.max_num_batched_tokens;
+    d.max_model_len = ex->max_model_len();
+    d.load = lo;
+    auto draft = DraftRunner::create(d, *ex->backend_, ex->config());
+    if (!draft) return draft.error();
+    ex->draft_ = std::move(draft).value();
+  }
   ex->mirror_ = std::make_unique<SeqMirror>(ex->num_blocks(), ex->block_size(),
                                             static_cast<TableStore*>(ex.get()));
   if (auto ok = ex->ensure(ex->rows_dev_, size_t(ex->max_rows_) * sizeof(gpu::SamplingRowParams));
@@ -116,6 +131,7 @@ void Executor::mark_failed(uint64_t step) {
 
 Result<StepResult> Executor::run(const StepPlan& plan, const std::function<void()>& inject) {
   if (plan.depends_on != 0 && failed(plan.depends_on)) {
+    if (draft_) for (SeqId s : plan.releases) draft_->release(s);
     mirror_->release(plan);
     book_.release(plan);
     mark_failed(plan.step_id);
@@ -139,6 +155,7 @@ Result<StepResult> Executor::run(const StepPlan& plan, const std::function<void(
 }
 
 void Executor::discard(const StepPlan& plan) {
+  if (draft_) for (SeqId s : plan.releases) draft_->release(s);
   mirror_->release(plan);
   book_.release(plan);
   mark_failed(plan.step_id);
@@ -146,6 +163,7 @@ void Executor::discard(const StepPlan& plan) {
 
 void Executor::reset() {
   mirror_->clear();
+  if (draft_) draft_->clear();
   book_.clear();
   failed_.clear();
 }
@@ -163,7 +181,9 @@ Result<StepResult> Executor::run_step(const StepPlan& plan, const std::function<
   }
   StepResult out;
   out.step_id = plan.step_id;
+  if (draft_) draft_state(plan);
   mirror_->begin(plan, tokens_, bad_, out.errors, &placeholders_);
+  if (auto ok = fill_drafts(plan, out); !ok) return ok.error();
   mask_wait_ns_ = 0;
   book_active_ = book_.involves(plan);
   if (book_active_) book_.stage(plan, tokens_, bad_);

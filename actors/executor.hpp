@@ -13,6 +13,11 @@
 // MaskFiller's thread while the forward pass runs). Host work
 // is O(tokens of the step + new blocks), never O(context) or O(pool).
 //
+// With a draft model (ExecutorOptions::draft_model_path) the executor also
+// owns a DraftRunner (actors/draft_runner.hpp: the draft model and its own
+// KV pool), which fills the plan's draft slots before the forward
+// (executor_drafts.cpp) and follows the plan's releases and truncates.
+//
 // Steps planned on top of a failed step (plan.depends_on names a step that
 // failed or was skipped) are skipped: only their releases are applied, and
 // the result says skipped.
@@ -37,6 +42,7 @@
 #include <vector>
 
 #include "actors/constraint_book.hpp"
+#include "actors/draft_runner.hpp"
 #include "actors/mask_filler.hpp"
 #include "actors/seq_mirror.hpp"
 #include "actors/step_plan.hpp"
@@ -61,6 +67,13 @@ struct ExecutorOptions {
   // drafts (each drafted token's row is sampled too). 0: no speculation.
   int32_t max_speculative_rows = 64;
   int32_t max_model_len = 0;  // 0: the model's context length
+  // Draft-model speculation (actors/draft_runner.hpp): the draft model's
+  // path (empty: none) and its own KV pool: exactly draft_num_blocks blocks
+  // when > 0, else draft_kv_cache_bytes when > 0, else as many blocks as the
+  // target's pool (the same token capacity).
+  std::string draft_model_path;
+  int32_t draft_num_blocks = 0;
+  uint64_t draft_kv_cache_bytes = 0;
   size_t cpu_threads = 0;     // CPU backend threads; 0 = the shared pool
   // --load-format dummy / --dummy-dtype: random weights of model_path's config (model/dummy_weights.hpp).
   model::LoadFormat load_format = model::LoadFormat::kAuto;
@@ -93,6 +106,10 @@ class Executor : private TableStore {
   int32_t max_model_len() const { return model_->limits().max_model_len; }
   std::string_view backend_name() const { return backend_->name(); }
   size_t num_sequences() const { return mirror_->size(); }
+  // The draft model's pool (0 without a draft model).
+  bool has_draft_model() const { return draft_ != nullptr; }
+  int32_t draft_num_blocks() const { return draft_ ? draft_->num_blocks() : 0; }
+  int32_t draft_used_blocks() const { return draft_ ? draft_->used_blocks() : 0; }
 
   // Runs one plan. Requires at most max_num_seqs entries and samples and at
   // most max_num_batched_tokens tokens. An Error (or an exception, caught
@@ -147,6 +164,11 @@ class Executor : private TableStore {
   Result<void> upload_history(MirroredSeq& s);
   size_t extra_ints(SeqId seq, int32_t row_back) const;
   void stage_constraint(SeqId seq, int32_t row_back, gpu::SamplingRowParams& p);
+  // Draft model (executor_drafts.cpp): the plan's releases, truncates and
+  // fresh entries in the draft pool; then the draft slots of the entries
+  // the mirror took, filled (and written into the mirror's history).
+  void draft_state(const StepPlan& plan);
+  Result<void> fill_drafts(const StepPlan& plan, StepResult& out);
   // Runs the book's prepare() on the filler thread (started before the forward).
   void start_masks();
   // After the forward: waits for the masks, takes the book's errors.
@@ -174,6 +196,9 @@ class Executor : private TableStore {
   // Structured output (issue 23): the matchers, and the thread that fills
   // their masks while the forward pass runs (made on first use).
   ConstraintBook book_;
+  std::unique_ptr<DraftRunner> draft_;  // the draft model, when loaded
+  std::vector<DraftRow> draft_rows_;
+  std::vector<gpu::SamplingRowParams> draft_params_;
   std::unique_ptr<MaskFiller> filler_;
   bool book_active_ = false;  // this step involves a constrained sequence
   int64_t mask_wait_ns_ = 0;

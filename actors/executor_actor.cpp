@@ -56,6 +56,8 @@ StepReply run_plan(Self self, const StepPlan& plan, const StepFault& fault) {
     reply.error = std::string("executor: ") + e.what();
     st.executor->discard(plan);
   }
+  reply.draft_blocks_total = st.executor->draft_num_blocks();
+  reply.draft_blocks_used = st.executor->draft_used_blocks();
   reply.finished_ns = st.last_finished_ns = steady_now_ns();
   return reply;
 }

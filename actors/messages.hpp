@@ -86,6 +86,7 @@ struct StepReply {
   std::string error;
   StepResult result;
   int64_t received_ns = 0, finished_ns = 0, compute_ns = 0, idle_ns = 0;
+  int32_t draft_blocks_total = 0, draft_blocks_used = 0;  // the draft model's pool after the step
 };
 
 }  // namespace pagoda::actors

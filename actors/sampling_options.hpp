@@ -55,10 +55,13 @@ namespace pagoda::actors {
 struct SpeculativeOptions {
   bool set = false;
   bool ngram = false;  // prompt-lookup drafting (actors/ngram_proposer.hpp)
+  // Draft-model drafting: the engine's draft model (actors/draft_runner.hpp;
+  // refused by an engine without one). ngram and draft exclude each other.
+  bool draft = false;
   // k = num_speculative_tokens, prompt_lookup_min/max. In a request, a 0
   // field takes the server's value (SchedulerCore::add merges them).
   NgramConfig config;
-  bool active() const { return ngram; }
+  bool active() const { return ngram || draft; }
 };
 
 struct SamplingOptions {
@@ -107,6 +110,12 @@ struct SamplingOptions {
   bool speculation_supported() const {
     return n == 1 && beam_width == 0 && !uses_history();
   }
+  // The draft model proposes without the grammar and its drafts are known
+  // only inside the executor, after the masks of the drafted rows are set:
+  // it is not combined with constraints or token masks (n-gram is).
+  bool draft_supported() const {
+    return speculation_supported() && !constraint.active() && !token_mask.active();
+  }
 
   // Range checks, with a message naming the field.
   Result<void> validate() const {
@@ -130,6 +139,11 @@ struct SamplingOptions {
     if (beam_width > 0 && !(length_penalty == length_penalty)) return bad("length_penalty must be a number");
     if (speculative.active()) {
       if (auto ok = speculative.config.validate_given(); !ok) return ok;
+      if (speculative.ngram && speculative.draft) return bad("speculative: ngram or draft, not both");
+      if (speculative.draft && !draft_supported() && speculation_supported()) {
+        return bad("speculative draft does not support structured-output constraints or token "
+                   "masks (logit_bias, allowed_token_ids, bad_words); \"ngram\" does");
+      }
       if (!speculation_supported()) {
         return bad("speculative decoding supports n = 1 without beam search and without "
                    "repetition, presence or frequency penalties");

@@ -32,6 +32,8 @@ EngineStats engine_stats(const SchedulerStats& s, Metrics& m, const SchedulerSta
   e.kv_blocks_used = s.used_blocks;
   e.kv_blocks_free = s.free_blocks;
   e.kv_blocks_cached = s.cached_blocks;
+  e.draft_kv_blocks_total = m.draft_total;
+  e.draft_kv_blocks_used = m.draft_used;
   e.prefix_queried_tokens = s.prefix.queried_tokens;
   e.prefix_hit_tokens = s.prefix.hit_tokens;
   e.prompt_tokens = m.prompt_tokens;
@@ -158,6 +160,8 @@ void on_result(Self self, const StepReply& r) {
   auto& core = *st.core;
   if (self->current_sender() != st.executor.address()) return;  // an abandoned executor
   if (core.oldest_in_flight() != r.step_id) return;  // late: the step timed out
+  st.metrics.draft_total = r.draft_blocks_total;
+  st.metrics.draft_used = r.draft_blocks_used;
   if (r.skipped || (r.ok && r.result.skipped)) {
     core.skipped_step(r.step_id);
   } else if (!r.ok) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "actors/beam_search.hpp"
+#include "actors/engine_errors.hpp"
 
 namespace pagoda::actors {
 
@@ -24,6 +25,10 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
   if (!options.seed) return make_error("scheduler: the options carry no seed");
   if (auto ok = options.validate(); !ok) return ok.error();
   if (prompt.empty()) return make_error("scheduler: the prompt is empty");
+  if (options.speculative.draft && !config_.draft_model) {
+    return make_error(std::string(kInvalidRequest) + "speculative \"draft\" needs a server started "
+                      "with a draft model (--speculative draft:MODEL)");
+  }
   if (int64_t(prompt.size()) >= config_.max_model_len) {
     return make_error("scheduler: the prompt has " + std::to_string(prompt.size()) +
                       " tokens; at most " + std::to_string(config_.max_model_len - 1) + " fit");
@@ -33,7 +38,8 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
   g->options = options;
   g->constraint = std::move(constraint);
   SpeculativeOptions& spec = g->options.speculative;
-  if (!spec.set && config_.speculative.active() && options.speculation_supported()) {
+  const bool fits = config_.speculative.draft ? options.draft_supported() : options.speculation_supported();
+  if (!spec.set && config_.speculative.active() && fits) {
     spec = config_.speculative;
   } else if (spec.active()) {  // the fields the request left out are the server's
     spec.config = spec.config.merged_with(config_.speculative.config);
@@ -51,7 +57,7 @@ Result<void> SchedulerCore::add_group(RequestId id, std::vector<TokenId> prompt,
     s.tokens = prompt;
     s.prompt_len = int32_t(prompt.size());
     s.seed = options.seed_for(i);
-    if (g->options.speculative.active()) {
+    if (g->options.speculative.ngram) {
       s.proposer = std::make_shared<NgramProposer>(g->options.speculative.config);
     }
     seq_index_[s.id] = {g.get(), i};

@@ -85,8 +85,9 @@
 //
 // Speculative decoding (options.speculative; scheduler_core_spec.cpp): a
 // decoding sequence of such a group computes its last token plus up to k
-// drafted ones (NgramProposer over its committed tokens; their slots booked
-// pending, so never hashed) and samples every one of those rows with the
+// drafted ones (NgramProposer over its committed tokens, or k filler slots
+// the executor's draft model fills, PlanEntry::num_drafts; their slots
+// booked pending, so never hashed) and samples every one of those rows with the
 // step = output index it stands for; apply() keeps the drafts up to the
 // first that differs from the sampler's own draw and commits the draws
 // (actors/speculative_verify.hpp: the tokens are those of a run without
@@ -147,6 +148,8 @@ struct SchedulerConfig {
   // (a drafting step is a barrier), copying workloads still gain 1.3-2x up
   // to 8; so by default only a sequence running alone drafts.
   int32_t speculative_max_batch = 1;
+  // The executor has a draft model: requests may choose speculative.draft.
+  bool draft_model = false;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
   FairShareConfig fair;                  // policy == fair
 };

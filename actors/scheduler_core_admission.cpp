@@ -66,13 +66,14 @@ void SchedulerCore::commit_seq(SequenceGroup& g, Sequence& s, const SeqBooked& b
                   s.tokens.begin() + s.num_scheduled + intent.known);
   e.tokens.insert(e.tokens.end(), intent.drafts.begin(), intent.drafts.end());
   e.num_placeholders = intent.pending;
+  if (g.options.speculative.draft) e.num_drafts = int32_t(intent.drafts.size());
   e.num_cached = s.num_scheduled;
   e.fresh = fresh;
   e.table_from = b.delta.from;
   e.new_blocks = b.delta.blocks;
   if (fresh) {
     e.prompt_len = s.prompt_len;
-    if (g.options.uses_history() || g.constraint) {
+    if (g.options.uses_history() || g.constraint || g.options.speculative.draft) {
       e.prefix.assign(s.tokens.begin(), s.tokens.begin() + s.num_scheduled);
     }
     e.constraint = g.constraint;

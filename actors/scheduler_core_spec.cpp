@@ -12,18 +12,26 @@ namespace pagoda::actors {
 // sequence may still produce (a step emits up to drafts + 1 tokens).
 std::vector<TokenId> SchedulerCore::propose_drafts(const SequenceGroup& g, Sequence& s,
                                                    int32_t budget) const {
-  NgramProposer& p = *s.proposer;
-  if (p.size() > int32_t(s.tokens.size())) p.reset();  // never expected: tokens only grow
-  p.append(std::span<const TokenId>(s.tokens).subspan(size_t(p.size())));
   const int64_t limit = std::min<int64_t>(
       {g.options.speculative.config.k, budget, int64_t(g.options.max_tokens) - s.output_len() - 1,
        int64_t(config_.max_model_len) - int64_t(s.tokens.size()) - 1});
   if (limit <= 0) return {};
+  // A draft model: k slots the executor fills (the last token as filler).
+  if (g.options.speculative.draft) return std::vector<TokenId>(size_t(limit), s.tokens.back());
+  if (!s.proposer) return {};
+  NgramProposer& p = *s.proposer;
+  if (p.size() > int32_t(s.tokens.size())) p.reset();  // never expected: tokens only grow
+  p.append(std::span<const TokenId>(s.tokens).subspan(size_t(p.size())));
   return p.propose(int32_t(limit));
 }
 
 void SchedulerCore::apply_drafts(SequenceGroup& g, Sequence& s, const StepResult& result,
                                  size_t first) {
+  if (g.options.speculative.draft) {  // the ids the executor's draft model put in the slots
+    for (const DraftedRun& r : result.drafted) {
+      if (r.seq == s.id && r.tokens.size() == s.drafts.size()) s.drafts = r.tokens;
+    }
+  }
   const int32_t d = int32_t(s.drafts.size());
   std::vector<TokenId> sampled(size_t(d) + 1);
   for (int32_t j = 0; j <= d; ++j) sampled[size_t(j)] = result.samples[first + size_t(j)].token;

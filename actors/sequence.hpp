@@ -76,9 +76,11 @@ struct Sequence {
   FinishReason finish = FinishReason::none;
   bool finish_requested = false;     // by the request side; honoured after the step
   uint64_t seed = 0;
-  // Speculative decoding (options.speculative): the proposer indexes the
-  // committed tokens; drafts are those of the step in flight (their slots
-  // are booked pending, the step samples one row per draft + 1).
+  // Speculative decoding (options.speculative): the n-gram proposer indexes
+  // the committed tokens (null for a draft model, which runs in the
+  // executor); drafts are those of the step in flight (their slots are
+  // booked pending, the step samples one row per draft + 1; a draft
+  // model's are fillers until StepResult::drafted replaces them).
   std::shared_ptr<NgramProposer> proposer;
   std::vector<TokenId> drafts;
   int64_t drafted = 0, accepted = 0;  // totals over the sequence's life

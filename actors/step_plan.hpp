@@ -46,6 +46,10 @@ struct PlanEntry {
   SeqId seq = 0;
   std::vector<TokenId> tokens;        // known ids computed this step (a chunk or a decode token)
   int32_t num_placeholders = 0;       // then this many ids sampled by the previous step
+  // Draft-model speculation: the last num_drafts of `tokens` are slots the
+  // executor's draft model fills (actors/draft_runner.hpp) before the
+  // forward; the ids it put there come back in StepResult::drafted.
+  int32_t num_drafts = 0;
   int32_t num_cached = 0;             // tokens of seq already in the cache
   bool fresh = false;                 // the sequence's executor state starts here
   int32_t table_from = 0;             // table[table_from..] := new_blocks
@@ -119,11 +123,18 @@ struct SeqError {
   std::string error;
 };
 
+// The ids the draft model put in an entry's draft slots (PlanEntry::num_drafts).
+struct DraftedRun {
+  SeqId seq = 0;
+  std::vector<TokenId> tokens;
+};
+
 struct StepResult {
   uint64_t step_id = 0;
   bool skipped = false;               // planned on a failed step: nothing ran
   std::vector<SampleOutput> samples;  // one per plan sample, same order (token -1: failed row)
   std::vector<SeqError> errors;       // rows that failed alone (usually empty)
+  std::vector<DraftedRun> drafted;    // entries with draft slots, in entry order
 };
 
 }  // namespace pagoda::actors

@@ -57,6 +57,7 @@ struct EngineRuntimeArgs {
   std::string speculative = "off";
   int32_t num_speculative_tokens = 4, prompt_lookup_min = 1, prompt_lookup_max = 4;
   int32_t speculative_max_batch = 1;
+  int32_t draft_kv_blocks = 0;  // 0: as many blocks as the target's pool
 };
 
 inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
@@ -82,13 +83,18 @@ inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
   cmd->add_flag("--no-async-uploads", a.no_async_uploads,
                 "CUDA: synchronous metadata uploads instead of cudaMemcpyAsync from pinned memory");
   cmd->add_option("--speculative", a.speculative,
-                  "Speculative decoding for requests that do not choose: off, or ngram (prompt "
-                  "lookup; n = 1 without penalties or beams; outputs are identical)")
+                  "Speculative decoding for requests that do not choose: off, ngram (prompt "
+                  "lookup) or draft:MODEL (a smaller model with the same tokenizer; requests may "
+                  "then also choose \"draft\"); n = 1 without penalties or beams; outputs are "
+                  "identical")
       ->check([](const std::string& v) {
         if (v == "off" || v == "ngram") return std::string();
-        if (v.rfind("draft:", 0) == 0) return std::string("draft-model speculation is not built yet; use ngram or off");
-        return std::string("must be off or ngram");
+        if (v.rfind("draft:", 0) == 0 && v.size() > 6) return std::string();
+        return std::string("must be off, ngram or draft:MODEL");
       });
+  cmd->add_option("--draft-kv-blocks", a.draft_kv_blocks,
+                  "KV blocks of the draft model's own pool (0: as many as the target's)")
+      ->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--num-speculative-tokens", a.num_speculative_tokens, "Drafted tokens per step")
       ->check(CLI::Range(1, 32));
   cmd->add_option("--prompt-lookup-min", a.prompt_lookup_min, "Shortest n-gram matched (ngram)")
@@ -111,6 +117,9 @@ void apply_engine_runtime_options(const EngineRuntimeArgs& a, EngineOptions& o) 
   o.cuda_tiled_prefill = a.cuda_prefill_kernel == "fa2";
   o.async_uploads = !a.no_async_uploads;
   o.speculative.ngram = a.speculative == "ngram";
+  o.speculative.draft = a.speculative.rfind("draft:", 0) == 0;
+  if (o.speculative.draft) o.draft_model_path = a.speculative.substr(6);
+  o.draft_num_blocks = a.draft_kv_blocks;
   o.speculative.config.k = a.num_speculative_tokens;
   o.speculative.config.min_n = a.prompt_lookup_min;
   o.speculative.config.max_n = a.prompt_lookup_max;

@@ -125,7 +125,7 @@ Result<std::vector<int32_t>> read_id_list(std::string_view key, element v) {
   return out;
 }
 
-// "speculative": "off" | "ngram" | {"method": "ngram" | "off",
+// "speculative": "off" | "ngram" | "draft" | {"method": "ngram" | "draft" | "off",
 // "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}.
 Result<actors::SpeculativeOptions> read_speculative(element v) {
   actors::SpeculativeOptions out;
@@ -154,10 +154,11 @@ Result<actors::SpeculativeOptions> read_speculative(element v) {
       }
     }
   }
-  if (method != "ngram" && method != "off") {
-    return make_error("speculative.method must be \"ngram\" or \"off\" (draft models are not supported yet)");
+  if (method != "ngram" && method != "draft" && method != "off") {
+    return make_error("speculative.method must be \"ngram\", \"draft\" (the server's draft model) or \"off\"");
   }
   out.ngram = method == "ngram";
+  out.draft = method == "draft";
   return out;
 }
 

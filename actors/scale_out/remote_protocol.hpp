@@ -38,7 +38,8 @@
 
 namespace pagoda::actors {
 
-inline constexpr uint32_t kRemoteProtocolVersion = 2;  // 2: WireSubmit carries the output constraint (issue 23)
+// 2: WireSubmit carries the output constraint (issue 23); 3: and speculative.draft (issue 24)
+inline constexpr uint32_t kRemoteProtocolVersion = 3;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using report_atom = caf::atom_constant<caf::atom("report")>;
@@ -109,7 +110,7 @@ typename I::result_type inspect(I& f, WireSubmit& x) {
            o.min_p, o.repetition_penalty, o.presence_penalty, o.frequency_penalty, o.stop, o.stop_token_ids,
            o.max_tokens, o.min_tokens, o.ignore_eos, o.logprobs, o.n, o.beam_width, o.length_penalty,
            o.early_stopping, o.priority, o.client, o.constraint, o.token_mask, o.speculative.set,
-           o.speculative.ngram, o.speculative.config.min_n, o.speculative.config.max_n,
+           o.speculative.ngram, o.speculative.draft, o.speculative.config.min_n, o.speculative.config.max_n,
            o.speculative.config.k);
 }
 
