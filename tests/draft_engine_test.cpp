@@ -65,6 +65,7 @@ SamplingOptions sampled(int32_t max_tokens) {
 EngineOptions options(const std::string& target, const std::string& draft, int32_t blocks = 256) {
   EngineOptions o =
       pagoda::test::cpu_engine_options(target, model::WeightPrecision::kQuantized, blocks, 16, 128);
+  o.speculative_max_batch = 64;  // draft in batches too (the server's default is 1)
   o.draft_model_path = draft;
   return o;
 }

@@ -59,8 +59,9 @@ def test_same_tokens_with_and_without_speculation(client, model, spec_server, sa
     assert spec.choices[0].finish_reason == plain.choices[0].finish_reason
     details = spec.usage.completion_tokens_details
     assert details is not None, spec.usage
-    assert details.accepted_prediction_tokens > 0
-    assert details.rejected_prediction_tokens >= 0
+    assert details.accepted_prediction_tokens + details.rejected_prediction_tokens > 0
+    if sampling["temperature"] == 0:  # greedy copies the file; a seeded run may stray and cool down
+        assert details.accepted_prediction_tokens > 0
     assert plain.usage.completion_tokens_details is None
     after = metrics(spec_server)
     drafted = (after["pagoda:spec_decode_num_draft_tokens_total"]
