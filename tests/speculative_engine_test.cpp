@@ -259,7 +259,14 @@ TEST(SpeculativeEngine, RefusesUnsupportedCombinations) {
   s.token_mask = {};
   s.constraint.kind = OutputConstraint::Kind::json_object;
   EXPECT_TRUE(s.validate().ok()) << "so do structured-output constraints";
+  s.speculative.ngram = false;
+  s.speculative.draft = true;  // the draft model proposes without the grammar
+  ASSERT_FALSE(s.validate().ok());
+  EXPECT_NE(s.validate().error().message.find("structured-output"), std::string::npos);
   s.constraint = {};
+  EXPECT_TRUE(s.validate().ok());
+  s.speculative.ngram = true;
+  s.speculative.draft = false;
   s.speculative.config.k = 0;  // the server's value
   EXPECT_TRUE(s.validate().ok());
   s.speculative.config.k = -1;
