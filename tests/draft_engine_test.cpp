@@ -29,6 +29,7 @@ namespace pagoda::actors {
 namespace {
 
 using pagoda::test::expect_blocks_back;
+using pagoda::test::expect_same;
 using pagoda::test::id_requests;
 
 std::vector<std::vector<int32_t>> prompts() {
@@ -73,16 +74,6 @@ EngineOptions options(const std::string& target, const std::string& draft, int32
 std::string q8_variant(const std::string& q4) {
   const auto p = std::filesystem::path(q4).parent_path() / "variants" / "SmolLM2-135M-Instruct.Q8_0.gguf";
   return std::filesystem::exists(p) ? p.string() : std::string();
-}
-
-void expect_same(const std::vector<GenerateResult>& got, const std::vector<GenerateResult>& want,
-                 const char* what) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_TRUE(got[i].error.empty()) << got[i].error;
-    ASSERT_TRUE(want[i].error.empty()) << want[i].error;
-    EXPECT_EQ(got[i].samples[0].token_ids, want[i].samples[0].token_ids) << what << " prompt " << i;
-  }
 }
 
 // Every block of the draft pool back. The executor drops a finished

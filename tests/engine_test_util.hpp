@@ -72,4 +72,21 @@ inline void expect_blocks_back(actors::Engine& e) {
   EXPECT_EQ(s.kv_blocks_free + s.kv_blocks_cached, s.kv_blocks_total);
 }
 
+// The same tokens, finish and logprobs (within 1e-4), request by request
+// (first sample of each): speculation and scheduling modes must not change them.
+inline void expect_same(const std::vector<actors::GenerateResult>& got,
+                        const std::vector<actors::GenerateResult>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].error.empty()) << got[i].error;
+    ASSERT_TRUE(want[i].error.empty()) << want[i].error;
+    EXPECT_EQ(got[i].samples[0].token_ids, want[i].samples[0].token_ids) << what << " prompt " << i;
+    EXPECT_EQ(got[i].samples[0].finish, want[i].samples[0].finish) << what << " prompt " << i;
+    const auto& a = got[i].samples[0].logprobs;
+    const auto& b = want[i].samples[0].logprobs;
+    ASSERT_EQ(a.size(), b.size()) << what << " prompt " << i;
+    for (size_t t = 0; t < a.size(); ++t) EXPECT_NEAR(a[t], b[t], 1e-4) << what << " token " << t;
+  }
+}
+
 }  // namespace pagoda::test

@@ -26,6 +26,7 @@ namespace pagoda::actors {
 namespace {
 
 using pagoda::test::expect_blocks_back;
+using pagoda::test::expect_same;
 using pagoda::test::id_requests;
 
 // Prompts whose continuation copies from the prompt (a repeated random
@@ -63,21 +64,6 @@ SamplingOptions sampled(int32_t max_tokens) {
   s.seed = 1234;
   s.logprobs = 2;
   return s;
-}
-
-void expect_same(const std::vector<GenerateResult>& got, const std::vector<GenerateResult>& want,
-                 const char* what) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_TRUE(got[i].error.empty()) << got[i].error;
-    ASSERT_TRUE(want[i].error.empty()) << want[i].error;
-    EXPECT_EQ(got[i].samples[0].token_ids, want[i].samples[0].token_ids) << what << " prompt " << i;
-    EXPECT_EQ(got[i].samples[0].finish, want[i].samples[0].finish) << what << " prompt " << i;
-    const auto& a = got[i].samples[0].logprobs;
-    const auto& b = want[i].samples[0].logprobs;
-    ASSERT_EQ(a.size(), b.size()) << what << " prompt " << i;
-    for (size_t t = 0; t < a.size(); ++t) EXPECT_NEAR(a[t], b[t], 1e-4) << what << " token " << t;
-  }
 }
 
 EngineOptions options(const std::string& path) {
