@@ -222,6 +222,21 @@ def key_server(pagoda_bin, model_path, tmp_path_factory):
 METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 
+def openai_client(server: Server, api_key: str = "unused"):
+    """The official client on `server`'s /v1, no retries, 180 s timeout."""
+    import httpx
+    import openai
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key=api_key, max_retries=0,
+                         http_client=httpx.Client(timeout=180))
+
+
+def served_model_id(server: Server) -> str:
+    """The id /v1/models lists first."""
+    status, _, body = server.request("GET", "/v1/models")
+    assert status == 200, body
+    return json.loads(body)["data"][0]["id"]
+
+
 def parse_metrics(text: str) -> dict:
     """Prometheus text -> {name{labels}: float} plus, per bare name, the sum
     over its label sets ({name: float})."""

@@ -8,12 +8,11 @@ constrained by response_format (a JSON schema) is the same with speculation
 as without, drafts are accepted, and it validates against its schema."""
 import json
 
-import httpx
 import jsonschema
 import openai
 import pytest
 
-from conftest import metrics, start_server, stop_server
+from conftest import openai_client, served_model_id, metrics, start_server, stop_server
 
 TEXT = ("def area(width, height):\n    return width * height\n\n"
         "def perimeter(width, height):\n    return 2 * (width + height)\n")
@@ -31,15 +30,12 @@ def spec_server(pagoda_bin, model_path, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(spec_server):
-    return openai.OpenAI(base_url=spec_server.base_url + "/v1", api_key="unused", max_retries=0,
-                         http_client=httpx.Client(timeout=180))
+    return openai_client(spec_server)
 
 
 @pytest.fixture(scope="module")
 def model(spec_server):
-    status, _, body = spec_server.request("GET", "/v1/models")
-    assert status == 200, body
-    return json.loads(body)["data"][0]["id"]
+    return served_model_id(spec_server)
 
 
 def complete(client, model, speculative=None, **kw):

@@ -6,14 +6,11 @@ default) and without (`speculative: "off"`), greedy and seeded; usage and
 /metrics count the drafts; a request may still choose "ngram". A draft with
 another vocabulary is refused at startup naming both files ("draft" on a
 server without a draft model is a 400: test_speculative.py)."""
-import json
 import subprocess
 
-import httpx
-import openai
 import pytest
 
-from conftest import ROOT, metrics, start_server, stop_server
+from conftest import openai_client, served_model_id, ROOT, metrics, start_server, stop_server
 
 PROMPT = "Write a short story about a lighthouse keeper and a storm."
 
@@ -29,15 +26,12 @@ def draft_server(pagoda_bin, model_path, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(draft_server):
-    return openai.OpenAI(base_url=draft_server.base_url + "/v1", api_key="unused", max_retries=0,
-                         http_client=httpx.Client(timeout=180))
+    return openai_client(draft_server)
 
 
 @pytest.fixture(scope="module")
 def model(draft_server):
-    status, _, body = draft_server.request("GET", "/v1/models")
-    assert status == 200, body
-    return json.loads(body)["data"][0]["id"]
+    return served_model_id(draft_server)
 
 
 def complete(client, model, speculative=None, **kw):
