@@ -107,6 +107,32 @@ std::vector<std::vector<int32_t>> run(LlamaModel& m, gpu::KvCache& cache, const 
   return ours;
 }
 
+// Teacher-forced and free-running greedy tokens of the file at `prec` on
+// g's prompts (error set when the file does not load).
+struct Runs {
+  std::vector<std::vector<int32_t>> forced, free_run;
+  int requantized_tensors = 0;
+  std::string error;
+};
+
+Runs run_file(const std::string& path, WeightPrecision prec, const Golden& g) {
+  auto backend = test::cpu_backend();
+  model::LoadOptions o;
+  o.precision = prec;
+  o.max_num_batched_tokens = 256;
+  o.max_num_seqs = 8;
+  o.max_model_len = kMaxLen;
+  auto m = LlamaModel::load(path, *backend, o);
+  if (!m.ok()) return {{}, {}, 0, m.error().message};
+  auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8 * kMaxLen / 16);
+  if (!cache.ok()) return {{}, {}, 0, "kv cache: " + cache.error().message};
+  Runs r;
+  r.requantized_tensors = (*m)->weights().requantized_tensors;
+  r.forced = run(**m, *cache, g, true);
+  r.free_run = run(**m, *cache, g, false);
+  return r;
+}
+
 TEST(QuantVariantFidelity, TeacherForcedAndGreedyAgainstHf) {
   const std::vector<std::string> paths = variant_paths();
   if (paths.empty()) {
@@ -117,19 +143,11 @@ TEST(QuantVariantFidelity, TeacherForcedAndGreedyAgainstHf) {
   for (const std::string& path : paths) {
     for (WeightPrecision prec : {WeightPrecision::kQuantized, WeightPrecision::kExact}) {
       SCOPED_TRACE(path + " " + model::weight_precision_name(prec));
-      auto backend = test::cpu_backend();
-      model::LoadOptions o;
-      o.precision = prec;
-      o.max_num_batched_tokens = 256;
-      o.max_num_seqs = 8;
-      o.max_model_len = kMaxLen;
-      auto m = LlamaModel::load(path, *backend, o);
-      ASSERT_TRUE(m.ok()) << m.error().message;
-      auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8 * kMaxLen / 16);
-      ASSERT_TRUE(cache.ok());
+      const Runs r = run_file(path, prec, g);
+      ASSERT_TRUE(r.error.empty()) << r.error;
       size_t forced = 0, prefix = 0;
-      const auto f = run(**m, *cache, g, true);
-      const auto free_run = run(**m, *cache, g, false);
+      const auto& f = r.forced;
+      const auto& free_run = r.free_run;
       std::string per_prompt;
       for (size_t p = 0; p < g.ids.size(); ++p) {
         for (size_t t = 0; t < f[p].size(); ++t) forced += f[p][t] == g.greedy[p][t];
@@ -196,19 +214,11 @@ TEST(QuantVariantFidelity, AgainstTransformersOnEachFile) {
     ++ran;
     for (WeightPrecision prec : {WeightPrecision::kQuantized, WeightPrecision::kExact}) {
       SCOPED_TRACE(path + " " + model::weight_precision_name(prec));
-      auto backend = test::cpu_backend();
-      model::LoadOptions o;
-      o.precision = prec;
-      o.max_num_batched_tokens = 256;
-      o.max_num_seqs = 8;
-      o.max_model_len = kMaxLen;
-      auto m = LlamaModel::load(path, *backend, o);
-      ASSERT_TRUE(m.ok()) << m.error().message;
-      auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8 * kMaxLen / 16);
-      ASSERT_TRUE(cache.ok());
+      const Runs r = run_file(path, prec, g);
+      ASSERT_TRUE(r.error.empty()) << r.error;
       size_t forced = 0, prefix = 0;
-      const auto f = run(**m, *cache, g, true);
-      const auto free_run = run(**m, *cache, g, false);
+      const auto& f = r.forced;
+      const auto& free_run = r.free_run;
       for (size_t p = 0; p < g.ids.size(); ++p) {
         for (size_t t = 0; t < f[p].size(); ++t) forced += f[p][t] == g.greedy[p][t];
         size_t n = 0;
@@ -217,7 +227,7 @@ TEST(QuantVariantFidelity, AgainstTransformersOnEachFile) {
       }
       std::printf("[%s vs transformers on the same file, %s] teacher-forced %zu/256, greedy prefix %zu/256, "
                   "requantized tensors %d\n",
-                  name.c_str(), model::weight_precision_name(prec), forced, prefix, (*m)->weights().requantized_tensors);
+                  name.c_str(), model::weight_precision_name(prec), forced, prefix, r.requantized_tensors);
       // Q4_1 measures 247/256 quantized; each file must come as close.
       EXPECT_GE(forced, prec == WeightPrecision::kExact ? 250u : 236u);
     }
