@@ -131,10 +131,7 @@ void Executor::mark_failed(uint64_t step) {
 
 Result<StepResult> Executor::run(const StepPlan& plan, const std::function<void()>& inject) {
   if (plan.depends_on != 0 && failed(plan.depends_on)) {
-    if (draft_) for (SeqId s : plan.releases) draft_->release(s);
-    mirror_->release(plan);
-    book_.release(plan);
-    mark_failed(plan.step_id);
+    discard(plan);  // its releases still happen; it is marked failed for its dependents
     StepResult r;
     r.step_id = plan.step_id;
     r.skipped = true;
