@@ -180,8 +180,9 @@ struct EngineStats {
   uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
   uint64_t prompt_tokens = 0;      // prompt lengths of groups accepted (once per group)
   uint64_t generation_tokens = 0;  // tokens sampled, all samples (= tokens_generated)
-  // Speculative decoding: tokens drafted and of those accepted (all requests).
-  uint64_t spec_drafted = 0, spec_accepted = 0;
+  // Speculative decoding: tokens drafted and of those accepted (all
+  // requests), by proposer.
+  SpecStats spec;
   LatencyHistogram ttft, itl;
   // KV utilisation = tokens stored / (blocks held x block_size), sampled after
   // each step that holds blocks: the last sample and the mean of all samples.

@@ -64,6 +64,32 @@ struct SpeculativeOptions {
   bool active() const { return ngram || draft; }
 };
 
+// Speculative decoding totals of one proposer: tokens drafted and, of those,
+// accepted by verification (engine-wide counters; per request they travel in
+// the token events).
+struct SpecCounters {
+  uint64_t drafted = 0, accepted = 0;
+  SpecCounters& operator+=(const SpecCounters& o) {
+    drafted += o.drafted;
+    accepted += o.accepted;
+    return *this;
+  }
+};
+
+// The counters by proposer (/metrics labels them proposer="ngram" / "draft").
+struct SpecStats {
+  SpecCounters ngram, draft;
+  SpecCounters total() const {
+    SpecCounters t = ngram;
+    return t += draft;
+  }
+  SpecStats& operator+=(const SpecStats& o) {
+    ngram += o.ngram;
+    draft += o.draft;
+    return *this;
+  }
+};
+
 struct SamplingOptions {
   float temperature = 1.0f;
   int32_t top_k = 0;

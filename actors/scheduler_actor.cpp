@@ -25,8 +25,7 @@ EngineStats engine_stats(const SchedulerStats& s, Metrics& m, const SchedulerSta
   e.peak_kv_blocks_used = m.peak_used;
   e.preemptions = s.preemptions;
   e.tokens_generated = s.tokens_generated;
-  e.spec_drafted = s.spec_drafted;
-  e.spec_accepted = s.spec_accepted;
+  e.spec = s.spec;
   e.steps = s.steps;
   e.kv_blocks_total = s.total_blocks;
   e.kv_blocks_used = s.used_blocks;

@@ -176,7 +176,7 @@ struct SeqEvent {
 struct SchedulerStats {
   int32_t running_groups = 0, waiting_groups = 0, running_seqs = 0;
   uint64_t preemptions = 0, tokens_generated = 0, steps = 0;
-  uint64_t spec_drafted = 0, spec_accepted = 0;  // speculative tokens proposed / kept
+  SpecStats spec;  // speculative tokens proposed / kept, by proposer
   int32_t total_blocks = 0, used_blocks = 0, free_blocks = 0, cached_blocks = 0;
   int64_t stored_tokens = 0;
   int32_t block_size = 0;
@@ -364,7 +364,7 @@ class SchedulerCore {
   uint64_t step_id_ = 0;
   uint64_t steps_ = 0;
   uint64_t preemptions_ = 0, tokens_generated_ = 0;
-  uint64_t spec_drafted_ = 0, spec_accepted_ = 0;
+  SpecStats spec_;
 };
 
 }  // namespace pagoda::actors

@@ -49,8 +49,8 @@ void SchedulerCore::apply_drafts(SequenceGroup& g, Sequence& s, const StepResult
   s.drafted += d;
   s.accepted += v.accepted;
   note_drafts(s, d, v.accepted);
-  spec_drafted_ += uint64_t(d);
-  spec_accepted_ += uint64_t(v.accepted);
+  SpecCounters& by = g.options.speculative.draft ? spec_.draft : spec_.ngram;
+  by += SpecCounters{uint64_t(d), uint64_t(v.accepted)};
   for (size_t j = 0; j < v.tokens.size() && !s.finished(); ++j) {
     on_token(g, s, result.samples[first + j]);
   }

@@ -12,8 +12,7 @@ SchedulerStats SchedulerCore::stats() const {
   st.running_seqs = running_seq_slots();
   st.preemptions = preemptions_;
   st.tokens_generated = tokens_generated_;
-  st.spec_drafted = spec_drafted_;
-  st.spec_accepted = spec_accepted_;
+  st.spec = spec_;
   st.steps = steps_;
   st.total_blocks = b.total;
   st.used_blocks = b.used;

@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <utility>
 
 namespace pagoda::net {
 namespace {
@@ -84,6 +85,25 @@ class Exposition {
   std::string out_;
 };
 
+// Speculative decoding by proposer: drafted and accepted counters (their
+// sum over `proposer` is the engine's total) and the acceptance rate (NaN
+// until that proposer drafted).
+void speculative_metrics(Exposition& e, const actors::SpecStats& s) {
+  const std::pair<std::string, actors::SpecCounters> by[] = {{"proposer=\"ngram\"", s.ngram},
+                                                             {"proposer=\"draft\"", s.draft}};
+  const char* drafted = "pagoda:spec_decode_num_draft_tokens_total";
+  e.header(drafted, "counter", "Speculative decoding: tokens drafted, by proposer.");
+  for (const auto& [label, c] : by) e.sample(drafted, label, std::to_string(c.drafted));
+  const char* accepted = "pagoda:spec_decode_num_accepted_tokens_total";
+  e.header(accepted, "counter", "Speculative decoding: drafted tokens accepted by verification, by proposer.");
+  for (const auto& [label, c] : by) e.sample(accepted, label, std::to_string(c.accepted));
+  const char* rate = "pagoda:spec_decode_draft_acceptance_rate";
+  e.header(rate, "gauge", "Speculative decoding: accepted / drafted tokens since the start, by proposer.");
+  for (const auto& [label, c] : by) {
+    e.sample(rate, label, number(c.drafted > 0 ? double(c.accepted) / double(c.drafted) : std::nan("")));
+  }
+}
+
 }  // namespace
 
 std::string engine_node_metrics_text(const std::vector<actors::EngineNodeInfo>& nodes, std::string_view model_name) {
@@ -131,9 +151,7 @@ std::string metrics_text(const actors::EngineStats& s, const ServerCounters& ser
   e.counter("pagoda:num_preemptions_total", "Sequence-group preemptions.", s.preemptions);
   e.counter("pagoda:prompt_tokens_total", "Prompt tokens of accepted requests.", s.prompt_tokens);
   e.counter("pagoda:generation_tokens_total", "Tokens generated (all samples).", s.generation_tokens);
-  e.counter("pagoda:spec_decode_num_draft_tokens_total", "Speculative decoding: tokens drafted.", s.spec_drafted);
-  e.counter("pagoda:spec_decode_num_accepted_tokens_total",
-            "Speculative decoding: drafted tokens accepted by verification.", s.spec_accepted);
+  speculative_metrics(e, s.spec);
   e.counter("pagoda:http_requests_total", "HTTP requests received.", server.http_requests);
   e.counter("pagoda:requests_rejected_total", "Requests rejected (limits, auth, validation).",
             server.requests_rejected);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <sstream>
 
@@ -83,6 +84,30 @@ TEST(MetricsText, ValuesMatchTheStats) {
   EXPECT_EQ(c.values.at(i + "_bucket{model_name=\"m\",le=\"0.005\"}"), 0);
   EXPECT_EQ(c.values.at(i + "_bucket{model_name=\"m\",le=\"0.01\"}"), 10);
   EXPECT_EQ(c.values.at(i + "_count" + l), 10);
+}
+
+// Speculative decoding: one sample per proposer; their sum is the total, and
+// the acceptance rate is per proposer (NaN for one that never drafted).
+TEST(MetricsText, SpeculativeCountersByProposer) {
+  actors::EngineStats s = sample_stats();
+  s.spec.ngram = {40, 30};
+  s.spec.draft = {0, 0};
+  test::MetricsCheck c = test::check_metrics(metrics_text(s, ServerCounters{}, "m"));
+  ASSERT_TRUE(c.errors.empty()) << c.errors;
+  EXPECT_EQ(c.types.at("pagoda:spec_decode_num_draft_tokens_total"), "counter");
+  EXPECT_EQ(c.types.at("pagoda:spec_decode_draft_acceptance_rate"), "gauge");
+  const std::string ngram = "{model_name=\"m\",proposer=\"ngram\"}";
+  const std::string draft = "{model_name=\"m\",proposer=\"draft\"}";
+  EXPECT_EQ(c.values.at("pagoda:spec_decode_num_draft_tokens_total" + ngram), 40);
+  EXPECT_EQ(c.values.at("pagoda:spec_decode_num_accepted_tokens_total" + ngram), 30);
+  EXPECT_EQ(c.values.at("pagoda:spec_decode_num_draft_tokens_total" + draft), 0);
+  EXPECT_DOUBLE_EQ(c.values.at("pagoda:spec_decode_draft_acceptance_rate" + ngram), 0.75);
+  EXPECT_TRUE(std::isnan(c.values.at("pagoda:spec_decode_draft_acceptance_rate" + draft)));
+  s.spec.draft = {10, 9};
+  c = test::check_metrics(metrics_text(s, ServerCounters{}, "m"));
+  EXPECT_EQ(c.values.at("pagoda:spec_decode_num_accepted_tokens_total" + draft), 9);
+  EXPECT_DOUBLE_EQ(c.values.at("pagoda:spec_decode_draft_acceptance_rate" + draft), 0.9);
+  EXPECT_DOUBLE_EQ(c.values.at("pagoda:spec_decode_draft_acceptance_rate" + ngram), 0.75);
 }
 
 TEST(MetricsText, EmptyPoolGivesZeroUsage) {

@@ -82,11 +82,12 @@ TEST(SpeculativeEngine, SameTokensAndLogprobsAsWithoutSpeculation) {
     expect_same((*e)->generate(id_requests(prompts(), with_ngram(s))), plain, "batched");
     const auto after = (*e)->stats();
     std::printf("temperature %.1f: drafted %llu, accepted %llu\n", double(s.temperature),
-                (unsigned long long)(after.spec_drafted - before.spec_drafted),
-                (unsigned long long)(after.spec_accepted - before.spec_accepted));
-    EXPECT_GT(after.spec_drafted, before.spec_drafted) << "nothing was drafted";
-    EXPECT_GT(after.spec_accepted, before.spec_accepted) << "nothing was accepted";
-    EXPECT_LE(after.spec_accepted - before.spec_accepted, after.spec_drafted - before.spec_drafted);
+                (unsigned long long)(after.spec.ngram.drafted - before.spec.ngram.drafted),
+                (unsigned long long)(after.spec.ngram.accepted - before.spec.ngram.accepted));
+    EXPECT_GT(after.spec.ngram.drafted, before.spec.ngram.drafted) << "nothing was drafted";
+    EXPECT_GT(after.spec.ngram.accepted, before.spec.ngram.accepted) << "nothing was accepted";
+    EXPECT_EQ(after.spec.draft.drafted, 0u) << "n-gram drafts were counted as draft-model drafts";
+    EXPECT_LE(after.spec.ngram.accepted - before.spec.ngram.accepted, after.spec.ngram.drafted - before.spec.ngram.drafted);
     for (size_t i = 0; i < plain.size(); ++i) {  // alone: one speculating sequence per step
       expect_same((*e)->generate(id_requests({prompts()[i]}, with_ngram(s, 6))), {plain[i]}, "alone");
     }
@@ -114,7 +115,7 @@ TEST(SpeculativeEngine, PreemptionAndMixedBatchesChangeNothing) {
   twice.insert(twice.end(), alone.begin(), alone.end());
   expect_same((*e)->generate(std::move(mixed)), twice, "tiny KV budget");
   EXPECT_GT((*e)->stats().preemptions, 0u) << "the budget did not force preemption";
-  EXPECT_GT((*e)->stats().spec_accepted, 0u);
+  EXPECT_GT((*e)->stats().spec.ngram.accepted, 0u);
   expect_blocks_back(**e);
 }
 
@@ -189,8 +190,8 @@ TEST(SpeculativeEngine, StructuredOutputIsTheSameWithSpeculation) {
     const auto before = (*e)->stats();
     expect_same((*e)->generate(structured_requests(with_ngram(s))), plain, "structured, batched");
     const auto after = (*e)->stats();
-    const uint64_t drafted = after.spec_drafted - before.spec_drafted;
-    const uint64_t accepted = after.spec_accepted - before.spec_accepted;
+    const uint64_t drafted = after.spec.ngram.drafted - before.spec.ngram.drafted;
+    const uint64_t accepted = after.spec.ngram.accepted - before.spec.ngram.accepted;
     std::printf("structured, temperature %.1f: drafted %llu, accepted %llu\n", double(s.temperature),
                 (unsigned long long)drafted, (unsigned long long)accepted);
     EXPECT_GT(accepted, 0u) << "nothing was accepted";
@@ -211,10 +212,10 @@ TEST(SpeculativeEngine, TheServerDefaultAppliesWhereTheRequestSupportsIt) {
   ASSERT_TRUE(e.ok()) << e.error().message;
   const auto p = prompts()[0];
   auto drafted = [&](const SamplingOptions& s) {
-    const uint64_t before = (*e)->stats().spec_drafted;
+    const uint64_t before = (*e)->stats().spec.ngram.drafted;
     const auto r = (*e)->generate(id_requests({p}, s));
     EXPECT_TRUE(r[0].error.empty()) << r[0].error;
-    return (*e)->stats().spec_drafted - before;
+    return (*e)->stats().spec.ngram.drafted - before;
   };
   EXPECT_GT(drafted(pagoda::test::greedy(16)), 0u) << "unset: the default speculates";
   SamplingOptions off = pagoda::test::greedy(16);

@@ -181,6 +181,7 @@ NodeReport make_report(Self self) {
   r.generation_tokens = s.generation_tokens;
   r.steps = s.steps;
   r.preemptions = s.preemptions;
+  r.spec = s.spec;
   r.cached_hashes = st.lru->recent(st.options.max_reported_hashes);
   return r;
 }

@@ -38,8 +38,9 @@
 
 namespace pagoda::actors {
 
-// 2: WireSubmit carries the output constraint (issue 23); 3: and speculative.draft (issue 24)
-inline constexpr uint32_t kRemoteProtocolVersion = 3;
+// 2: WireSubmit carries the output constraint (issue 23); 3: and speculative.draft (issue 24);
+// 4: NodeReport carries the speculative counters by proposer
+inline constexpr uint32_t kRemoteProtocolVersion = 4;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using report_atom = caf::atom_constant<caf::atom("report")>;
@@ -64,6 +65,7 @@ struct NodeReport {
   int32_t blocks_total = 0, blocks_used = 0, blocks_free = 0, blocks_cached = 0;
   uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
   uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, preemptions = 0;
+  SpecStats spec;  // speculative decoding totals, by proposer
   std::vector<uint64_t> cached_hashes;
 };
 
@@ -87,10 +89,20 @@ typename I::result_type inspect(I& f, NodeHello& x) {
 }
 
 template <class I>
+typename I::result_type inspect(I& f, SpecCounters& x) {
+  return f(caf::meta::type_name("pagoda.SpecCounters"), x.drafted, x.accepted);
+}
+
+template <class I>
+typename I::result_type inspect(I& f, SpecStats& x) {
+  return f(caf::meta::type_name("pagoda.SpecStats"), x.ngram, x.draft);
+}
+
+template <class I>
 typename I::result_type inspect(I& f, NodeReport& x) {
   return f(caf::meta::type_name("pagoda.NodeReport"), x.running, x.waiting, x.running_seqs, x.blocks_total,
            x.blocks_used, x.blocks_free, x.blocks_cached, x.prefix_queried_tokens, x.prefix_hit_tokens,
-           x.prompt_tokens, x.generation_tokens, x.steps, x.preemptions, x.cached_hashes);
+           x.prompt_tokens, x.generation_tokens, x.steps, x.preemptions, x.spec, x.cached_hashes);
 }
 
 template <class I>

@@ -254,6 +254,15 @@ def parse_metrics(text: str) -> dict:
     return out
 
 
+def metric_where(values: dict, name: str, **labels) -> float:
+    """The one sample of `name` (from parse_metrics) whose labels include
+    every given label="value"."""
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    hits = [v for k, v in values.items() if k.startswith(name + "{") and all(w in k for w in want)]
+    assert len(hits) == 1, (name, labels, sorted(k for k in values if k.startswith(name)))
+    return hits[0]
+
+
 def metrics(server: Server) -> dict:
     status, _, body = server.request("GET", "/metrics")
     assert status == 200, body[:500]

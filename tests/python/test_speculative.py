@@ -12,7 +12,7 @@ import jsonschema
 import openai
 import pytest
 
-from conftest import openai_client, served_model_id, metrics, start_server, stop_server
+from conftest import openai_client, served_model_id, metric_where, metrics, start_server, stop_server
 
 TEXT = ("def area(width, height):\n    return width * height\n\n"
         "def perimeter(width, height):\n    return 2 * (width + height)\n")
@@ -60,12 +60,18 @@ def test_same_tokens_with_and_without_speculation(client, model, spec_server, sa
         assert details.accepted_prediction_tokens > 0
     assert plain.usage.completion_tokens_details is None
     after = metrics(spec_server)
-    drafted = (after["pagoda:spec_decode_num_draft_tokens_total"]
-               - before["pagoda:spec_decode_num_draft_tokens_total"])
-    accepted = (after["pagoda:spec_decode_num_accepted_tokens_total"]
-                - before["pagoda:spec_decode_num_accepted_tokens_total"])
+
+    def grew(name, proposer):
+        return metric_where(after, name, proposer=proposer) - metric_where(before, name, proposer=proposer)
+    drafted = grew("pagoda:spec_decode_num_draft_tokens_total", "ngram")
+    accepted = grew("pagoda:spec_decode_num_accepted_tokens_total", "ngram")
     assert drafted == details.accepted_prediction_tokens + details.rejected_prediction_tokens
     assert accepted == details.accepted_prediction_tokens
+    assert grew("pagoda:spec_decode_num_draft_tokens_total", "draft") == 0
+    rate = metric_where(after, "pagoda:spec_decode_draft_acceptance_rate", proposer="ngram")
+    assert rate == pytest.approx(
+        metric_where(after, "pagoda:spec_decode_num_accepted_tokens_total", proposer="ngram")
+        / metric_where(after, "pagoda:spec_decode_num_draft_tokens_total", proposer="ngram"))
 
 
 def test_streamed_usage_reports_the_drafts(client, model):

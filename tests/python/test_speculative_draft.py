@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import openai_client, served_model_id, ROOT, metrics, start_server, stop_server
+from conftest import openai_client, served_model_id, ROOT, metric_where, metrics, start_server, stop_server
 
 PROMPT = "Write a short story about a lighthouse keeper and a storm."
 
@@ -54,9 +54,13 @@ def test_same_tokens_with_and_without_the_draft_model(client, model, draft_serve
     if sampling["temperature"] == 0:  # the draft is the target: its argmax is the target's
         assert details.rejected_prediction_tokens == 0
     after = metrics(draft_server)
-    drafted = (after["pagoda:spec_decode_num_draft_tokens_total"]
-               - before["pagoda:spec_decode_num_draft_tokens_total"])
+
+    def grew(name, proposer):
+        return metric_where(after, name, proposer=proposer) - metric_where(before, name, proposer=proposer)
+    drafted = grew("pagoda:spec_decode_num_draft_tokens_total", "draft")
     assert drafted == details.accepted_prediction_tokens + details.rejected_prediction_tokens
+    assert grew("pagoda:spec_decode_num_accepted_tokens_total", "draft") == details.accepted_prediction_tokens
+    assert grew("pagoda:spec_decode_num_draft_tokens_total", "ngram") == 0
 
 
 def test_a_request_may_choose_ngram_or_draft_explicitly(client, model):

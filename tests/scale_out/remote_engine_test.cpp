@@ -65,6 +65,8 @@ TEST(RemoteProtocol, EveryWireMessageRoundTrips) {
   NodeReport r;
   r.waiting = 3;
   r.cached_hashes = {1ull << 60, 7};
+  r.spec.ngram = {12, 7};
+  r.spec.draft = {5, 4};
   with_io_system([&](caf::actor_system& sys) {
     std::vector<char> buf;
     caf::binary_serializer out{sys, buf};
@@ -92,6 +94,11 @@ TEST(RemoteProtocol, EveryWireMessageRoundTrips) {
     EXPECT_EQ(e2.beams.at(0).tokens, e.beams[0].tokens);
     EXPECT_EQ(e2.beams.at(0).finish, FinishReason::stop);
     EXPECT_EQ(back.get_as<NodeReport>(3).cached_hashes, r.cached_hashes);
+    const SpecStats& spec = back.get_as<NodeReport>(3).spec;
+    EXPECT_EQ(spec.ngram.drafted, 12u);
+    EXPECT_EQ(spec.ngram.accepted, 7u);
+    EXPECT_EQ(spec.draft.drafted, 5u);
+    EXPECT_EQ(spec.draft.accepted, 4u);
     EXPECT_EQ(back.get_as<NodeHello>(4).model_path, "/p");
   });
 }
