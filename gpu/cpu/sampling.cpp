@@ -37,7 +37,12 @@ void apply_mask(const SamplingParams& p, const SamplingRowParams& rp, float* z) 
   if (rp.mask_words <= 0) return;
   const auto* words = reinterpret_cast<const uint32_t*>(p.history + rp.mask_offset);
   const int32_t V = p.vocab_size;
-  for (int32_t w = 0; w < rp.mask_words && w * 32 < V; ++w) {
+  int32_t w = 0;
+  if (kSimd) {  // the whole words inside the vocabulary; the scalar loop takes the rest
+    w = std::min(rp.mask_words, V / 32);
+    detail::mask_words_avx2(z, words, w);
+  }
+  for (; w < rp.mask_words && w * 32 < V; ++w) {
     const uint32_t bits = words[w];
     if (bits == ~uint32_t(0)) continue;
     const int32_t end = std::min(V, w * 32 + 32);
@@ -49,7 +54,9 @@ void apply_mask(const SamplingParams& p, const SamplingRowParams& rp, float* z) 
 }
 
 // z := raw with repetition, then frequency and presence penalties applied,
-// then the logit biases, the banned tokens and the masked ones at -inf.
+// then the logit biases and the banned tokens at -inf. A masked row's raw
+// comes masked already (sample_row): -inf stays -inf through every one of
+// these, so masking first is the same as masking last.
 void apply_penalties(const SamplingParams& p, const SamplingRowParams& rp, const float* raw,
                      Worker& w) {
   const int32_t V = p.vocab_size;
@@ -91,7 +98,6 @@ void apply_penalties(const SamplingParams& p, const SamplingRowParams& rp, const
   for (int32_t i = 0; i < rp.banned_len; ++i) {
     if (valid(banned[i])) w.z[size_t(banned[i])] = kNegInf;
   }
-  apply_mask(p, rp, w.z.data());
 }
 
 int32_t argmax(const float* x, int32_t n) {

@@ -48,4 +48,20 @@ PAGODA_SIMD double sum_exp_avx2(const float* x, int32_t n, float mx) {
   return sum;
 }
 
+PAGODA_SIMD void mask_words_avx2(float* z, const uint32_t* words, int32_t num_words) {
+  const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  for (int32_t w = 0; w < num_words; ++w) {
+    const uint32_t bits = words[w];
+    if (bits == ~uint32_t(0)) continue;
+    float* zw = z + int64_t{w} * 32;  // [32] this word's logits
+    for (int32_t g = 0; g < 4; ++g) {  // 8 tokens per group: lanes whose bit is clear -> -inf
+      const __m256i b = _mm256_set1_epi32(int32_t((bits >> (8 * g)) & 0xFFu));
+      const __m256i clear = _mm256_cmpeq_epi32(_mm256_and_si256(b, lane_bit), _mm256_setzero_si256());
+      const __m256 v = _mm256_loadu_ps(zw + 8 * g);
+      _mm256_storeu_ps(zw + 8 * g, _mm256_blendv_ps(v, neg_inf, _mm256_castsi256_ps(clear)));
+    }
+  }
+}
+
 }  // namespace pagoda::gpu::cpu::detail

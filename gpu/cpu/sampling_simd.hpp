@@ -1,6 +1,6 @@
 // The vocabulary-wide reductions of CPU sampling (gpu/cpu/sampling.cpp) with
 // AVX2 + FMA: the argmax and the Σ exp(x - mx) of the log-softmax, which a
-// decode step runs over every row's 49k+ logits. Used only when
+// decode step runs over every row's 49k+ logits, and a masked row's bitmask. Used only when
 // cpu_features().avx2; pure functions, any thread.
 #pragma once
 
@@ -18,5 +18,11 @@ int32_t argmax_avx2(const float* x, int32_t n);
 // below exp(-87) count as 0. So the sum, and
 // exp of a log-sum-exp built on it, are within 3e-7 relative of the exact.
 double sum_exp_avx2(const float* x, int32_t n, float mx);
+
+// z[32w + i] := -inf where bit i of words[w] is clear, for the whole words
+// w < num_words (z holds at least 32 * num_words floats); words of all ones
+// are skipped. The same result as the scalar bit loop, without its branch
+// per token (a grammar's mask is irregular, so that branch mispredicts).
+void mask_words_avx2(float* z, const uint32_t* words, int32_t num_words);
 
 }  // namespace pagoda::gpu::cpu::detail
