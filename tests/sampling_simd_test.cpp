@@ -60,7 +60,7 @@ TEST(SamplingSimd, MaskWordsMatchesTheBitLoop) {
   std::normal_distribution<float> g(0.0f, 4.0f);
   for (int trial = 0; trial < 100; ++trial) {
     const int32_t words_n = 1 + int32_t(rng() % 200);
-    std::vector<uint32_t> words(size_t(words_n));
+    std::vector<uint32_t> words(static_cast<size_t>(words_n));
     for (uint32_t& w : words) {
       switch (rng() % 5) {
         case 0: w = ~0u; break;
@@ -70,7 +70,7 @@ TEST(SamplingSimd, MaskWordsMatchesTheBitLoop) {
         default: w = uint32_t(rng());
       }
     }
-    std::vector<float> z(size_t(words_n) * 32);
+    std::vector<float> z(static_cast<size_t>(words_n) * 32);
     for (float& v : z) v = g(rng);
     z[rng() % z.size()] = std::numeric_limits<float>::quiet_NaN();
     z[rng() % z.size()] = kNegInf;
