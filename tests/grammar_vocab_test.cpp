@@ -1,7 +1,8 @@
 // The tokenizer bridge (model/grammar_vocab.hpp) over every tokenizer the
 // project supports: the real SmolLM2 GGUF (byte-level BPE), Llama 2's
-// SentencePiece model and its GGUF form (byte fallback), and the small
-// trained tokenizer.json files (Llama-3, Qwen2, SmolLM, SentencePiece styles).
+// SentencePiece model and its GGUF form (byte fallback), Gemma's vocabulary
+// (GGUF and HF directory), and the small trained tokenizer.json files
+// (Llama-3, Qwen2, SmolLM, SentencePiece styles).
 // Checks, per tokenizer: the strings xgrammar gets concatenate to our
 // decoder's text for every corpus line; special/control ids are xgrammar
 // specials and the stop ids are the model's; a JSON-schema grammar accepts
@@ -37,6 +38,19 @@ std::vector<Named> every_tokenizer() {
     auto t = Tokenizer::from_sentencepiece_model(llama2_model_path());
     if (t) out.push_back({"llama2-spm", *t});
   }
+  // Gemma's vocabulary (SentencePiece BPE without a prefix space, runs of
+  // spaces as tokens) as llama.cpp's converter writes it and as an HF
+  // directory (tools/gen-gemma-tokenizer.py).
+  if (auto gguf = GgufFile::open(tokenizer_data("gemma/vocab.gguf")); gguf) {
+    auto t = Tokenizer::from_gguf(*gguf);
+    EXPECT_TRUE(t.ok()) << "gemma-gguf: " << (t ? "" : t.error().message);
+    if (t) out.push_back({"gemma-gguf", *t});
+  }
+  if (auto t = Tokenizer::from_hf_dir(tokenizer_data("gemma")); t) {
+    out.push_back({"gemma-hf", *t});
+  } else {
+    ADD_FAILURE() << "gemma-hf: " << t.error().message;
+  }
   for (const char* n : {"llama3", "qwen2", "smollm", "spm", "spm-legacy"}) {
     auto t = Tokenizer::from_tokenizer_json(tokenizer_data(std::string(n) + "/tokenizer.json"));
     EXPECT_TRUE(t.ok()) << n << ": " << (t ? "" : t.error().message);
@@ -69,7 +83,9 @@ std::vector<int32_t> output_ids(const Tokenizer& tok, const std::vector<std::str
 TEST(GrammarVocab, StringsConcatenateToTheDecodedText) {
   const std::vector<std::string> corpus = load_corpus();
   ASSERT_FALSE(corpus.empty());
-  for (const Named& n : every_tokenizer()) {
+  const std::vector<Named> all = every_tokenizer();
+  EXPECT_GE(all.size(), 7u) << "the committed tokenizers (Gemma x2, five tokenizer.json) did not all load";
+  for (const Named& n : all) {
     const std::vector<std::string> strings = grammar_token_strings(*n.tok, n.tok->vocab_size() + 7);
     ASSERT_EQ(strings.size(), size_t(n.tok->vocab_size() + 7)) << n.name;
     for (int32_t pad = n.tok->vocab_size(); pad < n.tok->vocab_size() + 7; ++pad) {
