@@ -4,9 +4,11 @@
 //  - the same Q4_1 file as draft and target: every greedy draft is accepted,
 //    the output is that of a run without speculation, and both KV pools
 //    (the target's and the draft's own) get every block back;
+//  - the transformers greedy goldens with the model drafting for itself;
 //  - the Q4_1 file drafting for its Q8_0 requantization (made by
-//    tools/make-quant-variants or llama-quantize into the model cache;
-//    skipped with a reason when absent): greedy and seeded sampled outputs
+//    tools/make-q8-variant.py, which `tools/dev test` runs, or by
+//    llama-quantize, into the model cache; skipped with a reason when
+//    absent): greedy and seeded sampled outputs
 //    are token-identical with and without speculation, batched and alone,
 //    under a KV budget that preempts, with cancels;
 //  - a draft whose vocabulary differs (a tiny golden model of tests/data)
@@ -112,6 +114,30 @@ TEST(DraftEngine, SameFileAsDraftAcceptsEveryGreedyDraft) {
   EXPECT_GT(st.spec.draft.drafted, 40u);
   EXPECT_EQ(st.spec.draft.accepted, st.spec.draft.drafted) << "the target rejected its own greedy choices";
   EXPECT_EQ(st.spec.ngram.drafted, 0u) << "draft-model drafts were counted as n-gram drafts";
+  expect_blocks_back(**e);
+  expect_draft_blocks_back(**e);
+}
+
+// The transformers greedy goldens (exact precision, 32 tokens) with the
+// default model drafting for itself: batched and each prompt alone.
+TEST(DraftEngine, ReproducesTransformersGreedyGoldens) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  const pagoda::test::GreedyGolden g = pagoda::test::load_greedy_golden();
+  EngineOptions o = options(path, path);
+  o.precision = model::WeightPrecision::kExact;
+  auto e = Engine::start(o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  auto check = [&](const std::vector<GenerateResult>& res, size_t first, const char* what) {
+    for (size_t p = 0; p < res.size(); ++p) {
+      ASSERT_TRUE(res[p].error.empty()) << res[p].error;
+      EXPECT_EQ(res[p].samples[0].token_ids, g.greedy[first + p]) << what << " prompt " << first + p;
+    }
+  };
+  check((*e)->generate(id_requests(g.ids, with_draft(pagoda::test::greedy(32)))), 0, "batched");
+  for (size_t p = 0; p < g.ids.size(); ++p) {
+    check((*e)->generate(id_requests({g.ids[p]}, with_draft(pagoda::test::greedy(32)))), p, "alone");
+  }
+  EXPECT_GT((*e)->stats().spec.draft.accepted, 0u) << "no draft was accepted";
   expect_blocks_back(**e);
   expect_draft_blocks_back(**e);
 }

@@ -33,23 +33,8 @@ using pagoda::test::test_deadline;
 
 using pagoda::test::expect_blocks_back;
 
-struct Golden {
-  std::vector<std::vector<int32_t>> ids, greedy;
-};
-
-Golden load_golden() {
-  Golden g;
-  simdjson::dom::parser parser;
-  simdjson::dom::element root = parser.load(std::string(PAGODA_TEST_DATA_DIR) + "/logits/smollm2.json");
-  for (simdjson::dom::element p : root["prompts"].get_array()) {
-    std::vector<int32_t> ids, greedy;
-    for (int64_t v : p["ids"].get_array()) ids.push_back(int32_t(v));
-    for (int64_t v : p["greedy"].get_array()) greedy.push_back(int32_t(v));
-    g.ids.push_back(ids);
-    g.greedy.push_back(greedy);
-  }
-  return g;
-}
+using Golden = pagoda::test::GreedyGolden;
+using pagoda::test::load_greedy_golden;
 
 EngineOptions base_options(const std::string& path, model::WeightPrecision p) {
   return pagoda::test::cpu_engine_options(path, p, 256, 16, 128);
@@ -98,7 +83,7 @@ TEST(LatencyHistogram, PutsObservationsInTheirBucket) {
 
 TEST(Engine, ReproducesTransformersGreedyGoldens) {
   PAGODA_REQUIRE_REAL_MODEL(path);
-  Golden g = load_golden();
+  Golden g = load_greedy_golden();
   auto engine = Engine::start(base_options(path, model::WeightPrecision::kExact));
   ASSERT_TRUE(engine.ok()) << engine.error().message;
   std::vector<GenerateResult> res = (*engine)->generate(id_requests(g.ids, greedy(32)));
@@ -142,7 +127,7 @@ std::vector<std::vector<int32_t>> tokens_of(const std::vector<GenerateResult>& r
 }
 
 void expect_batch_independent(const std::string& path, model::WeightPrecision precision) {
-  const auto prompts = mixed_prompts(load_golden());
+  const auto prompts = mixed_prompts(load_greedy_golden());
   const SamplingOptions s = greedy(20);
   std::vector<std::vector<int32_t>> alone;
   {
@@ -310,7 +295,7 @@ TEST(Engine, CancelAtRandomPointsUnderLoadReturnsEveryBlock) {
   o.num_blocks = 40;
   auto e = Engine::start(o);
   ASSERT_TRUE(e.ok()) << e.error().message;
-  const auto prompts = mixed_prompts(load_golden());
+  const auto prompts = mixed_prompts(load_greedy_golden());
   std::atomic<int> ended{0};
   std::vector<RequestHandle> handles;
   std::mt19937 rng(5);
@@ -337,7 +322,7 @@ TEST(Engine, ShutsDownWithRequestsInFlight) {
   auto e = Engine::start(base_options(path, model::WeightPrecision::kQuantized));
   ASSERT_TRUE(e.ok()) << e.error().message;
   auto ended = std::make_shared<std::atomic<int>>(0);
-  const auto prompts = mixed_prompts(load_golden());
+  const auto prompts = mixed_prompts(load_greedy_golden());
   for (const auto& p : prompts) {
     GenerateRequest r;
     r.prompt_ids = p;
@@ -387,7 +372,7 @@ TEST(Engine, ReportsBadRequestsThroughTheSink) {
 
 TEST(Engine, ContiguousLayoutMatchesPagedAndBoundsConcurrency) {
   PAGODA_REQUIRE_REAL_MODEL(path);
-  const Golden g = load_golden();  // 8 prompts of 5..17 tokens
+  const Golden g = load_greedy_golden();  // 8 prompts of 5..17 tokens
   EngineOptions o = base_options(path, model::WeightPrecision::kQuantized);
   o.num_blocks = 40;   // watermark floor(0.4) = 0 blocks
   o.max_model_len = 128;  // contiguous: 128 / 16 = 8 blocks per sequence -> 5 at once
@@ -412,7 +397,7 @@ TEST(Engine, ContiguousLayoutMatchesPagedAndBoundsConcurrency) {
 
 TEST(Engine, StatsCountLatenciesAndTokens) {
   PAGODA_REQUIRE_REAL_MODEL(path);
-  const Golden g = load_golden();
+  const Golden g = load_greedy_golden();
   auto e = Engine::start(base_options(path, model::WeightPrecision::kQuantized));
   ASSERT_TRUE(e.ok()) << e.error().message;
   const uint64_t n = g.ids.size(), max_tokens = 7;

@@ -1,10 +1,12 @@
 // Helpers shared by the engine suites on the real model (engine_test,
-// engine_faults_test, beam_engine_test): a small CPU engine's options, greedy
-// sampling options, requests from token ids and the wait until every block
-// is back. Header-only.
+// engine_faults_test, beam_engine_test, the speculative suites): a small CPU
+// engine's options, the transformers greedy goldens, greedy sampling
+// options, requests from token ids and the wait until every block is back.
+// Header-only.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <chrono>
 #include <string>
@@ -31,6 +33,27 @@ inline actors::EngineOptions cpu_engine_options(const std::string& path, model::
   o.max_model_len = 512;
   o.async_scheduling = async_scheduling_under_test();
   return o;
+}
+
+// The HF transformers greedy goldens of the default model
+// (tests/data/logits/smollm2.json, tools/gen-logits-goldens.py): prompt ids
+// and the 32 tokens transformers' greedy search continues each with.
+struct GreedyGolden {
+  std::vector<std::vector<int32_t>> ids, greedy;
+};
+
+inline GreedyGolden load_greedy_golden() {
+  GreedyGolden g;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root = parser.load(std::string(PAGODA_TEST_DATA_DIR) + "/logits/smollm2.json");
+  for (simdjson::dom::element p : root["prompts"].get_array()) {
+    std::vector<int32_t> ids, greedy;
+    for (int64_t v : p["ids"].get_array()) ids.push_back(int32_t(v));
+    for (int64_t v : p["greedy"].get_array()) greedy.push_back(int32_t(v));
+    g.ids.push_back(ids);
+    g.greedy.push_back(greedy);
+  }
+  return g;
 }
 
 // Greedy, ignore_eos, seed 1.

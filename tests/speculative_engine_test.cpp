@@ -1,6 +1,7 @@
 // Speculative decoding (n-gram prompt lookup) through the whole engine on
 // the real SmolLM2 GGUF (skips without it), in both scheduling modes (the
 // _lockstep twin runs it with PAGODA_TEST_SCHEDULING=lockstep):
+//  - the transformers greedy goldens, batched and alone, with speculation;
 //  - greedy and seeded sampled outputs, token ids and logprobs, are the same
 //    with and without speculation, batched and alone;
 //  - the proposer does draft and the verifier does accept (the counters);
@@ -70,6 +71,32 @@ EngineOptions options(const std::string& path) {
   EngineOptions o = pagoda::test::cpu_engine_options(path, model::WeightPrecision::kQuantized, 256, 16, 128);
   o.speculative_max_batch = 64;  // draft in batches too (the server's default is 1)
   return o;
+}
+
+// The transformers greedy goldens (exact precision, 32 tokens) with n-gram
+// speculation on: batched and each prompt alone (where it drafts most).
+TEST(SpeculativeEngine, ReproducesTransformersGreedyGoldens) {
+  PAGODA_REQUIRE_REAL_MODEL(path);
+  const pagoda::test::GreedyGolden g = pagoda::test::load_greedy_golden();
+  EngineOptions o = options(path);
+  o.precision = model::WeightPrecision::kExact;
+  auto e = Engine::start(o);
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  auto check = [&](const std::vector<GenerateResult>& res, size_t first, const char* what) {
+    for (size_t p = 0; p < res.size(); ++p) {
+      ASSERT_TRUE(res[p].error.empty()) << res[p].error;
+      EXPECT_EQ(res[p].samples[0].token_ids, g.greedy[first + p]) << what << " prompt " << first + p;
+    }
+  };
+  check((*e)->generate(id_requests(g.ids, with_ngram(pagoda::test::greedy(32)))), 0, "batched");
+  for (size_t p = 0; p < g.ids.size(); ++p) {
+    check((*e)->generate(id_requests({g.ids[p]}, with_ngram(pagoda::test::greedy(32)))), p, "alone");
+  }
+  const SpecStats st = (*e)->stats().spec;
+  std::printf("goldens: drafted %llu, accepted %llu\n", (unsigned long long)st.ngram.drafted,
+              (unsigned long long)st.ngram.accepted);
+  EXPECT_GT(st.ngram.accepted, 0u) << "no draft was accepted: the goldens did not exercise verification";
+  expect_blocks_back(**e);
 }
 
 TEST(SpeculativeEngine, SameTokensAndLogprobsAsWithoutSpeculation) {
