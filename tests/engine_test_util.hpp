@@ -6,13 +6,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <simdjson.h>
 
 #include <chrono>
 #include <string>
 #include <thread>
 
 #include "actors/engine.hpp"
+#include "llama_test_util.hpp"
 #include "scheduling_mode.hpp"
 #include "test_deadline.hpp"
 
@@ -33,27 +33,6 @@ inline actors::EngineOptions cpu_engine_options(const std::string& path, model::
   o.max_model_len = 512;
   o.async_scheduling = async_scheduling_under_test();
   return o;
-}
-
-// The HF transformers greedy goldens of the default model
-// (tests/data/logits/smollm2.json, tools/gen-logits-goldens.py): prompt ids
-// and the 32 tokens transformers' greedy search continues each with.
-struct GreedyGolden {
-  std::vector<std::vector<int32_t>> ids, greedy;
-};
-
-inline GreedyGolden load_greedy_golden() {
-  GreedyGolden g;
-  simdjson::dom::parser parser;
-  simdjson::dom::element root = parser.load(std::string(PAGODA_TEST_DATA_DIR) + "/logits/smollm2.json");
-  for (simdjson::dom::element p : root["prompts"].get_array()) {
-    std::vector<int32_t> ids, greedy;
-    for (int64_t v : p["ids"].get_array()) ids.push_back(int32_t(v));
-    for (int64_t v : p["greedy"].get_array()) greedy.push_back(int32_t(v));
-    g.ids.push_back(ids);
-    g.greedy.push_back(greedy);
-  }
-  return g;
 }
 
 // Greedy, ignore_eos, seed 1.
@@ -77,6 +56,16 @@ inline std::vector<actors::GenerateRequest> id_requests(const std::vector<std::v
     out.push_back(std::move(r));
   }
   return out;
+}
+
+// Each result (first sample) is the golden's greedy continuation of prompt
+// first + i.
+inline void expect_greedy_golden(const std::vector<actors::GenerateResult>& res, const GreedyGolden& g,
+                                 size_t first, const char* what) {
+  for (size_t i = 0; i < res.size(); ++i) {
+    ASSERT_TRUE(res[i].error.empty()) << res[i].error;
+    EXPECT_EQ(res[i].samples[0].token_ids, g.greedy.at(first + i)) << what << " prompt " << first + i;
+  }
 }
 
 // Waits (up to test_deadline(6 s): the engine settles cancels asynchronously) until no

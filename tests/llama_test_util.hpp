@@ -27,6 +27,27 @@ inline std::string logits_data(const std::string& name) {
   return std::string(PAGODA_TEST_DATA_DIR) + "/logits/" + name;
 }
 
+// The HF transformers greedy goldens of the default model
+// (tests/data/logits/smollm2.json, tools/gen-logits-goldens.py): prompt ids
+// and the 32 tokens transformers' greedy search continues each with.
+struct GreedyGolden {
+  std::vector<std::vector<int32_t>> ids, greedy;
+};
+
+inline GreedyGolden load_greedy_golden() {
+  GreedyGolden g;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root = parser.load(logits_data("smollm2.json"));
+  for (simdjson::dom::element p : root["prompts"].get_array()) {
+    std::vector<int32_t> ids, greedy;
+    for (int64_t v : p["ids"].get_array()) ids.push_back(int32_t(v));
+    for (int64_t v : p["greedy"].get_array()) greedy.push_back(int32_t(v));
+    g.ids.push_back(ids);
+    g.greedy.push_back(greedy);
+  }
+  return g;
+}
+
 inline std::unique_ptr<gpu::Backend> cpu_backend(size_t threads = 0) {
   gpu::BackendOptions o;
   o.cpu_threads = threads;

@@ -50,36 +50,8 @@ using model::WeightPrecision;
 constexpr int32_t kMaxLen = 128;
 constexpr int32_t kSteps = 32;
 
-struct Golden {
-  std::vector<std::vector<int32_t>> ids, greedy;
-};
+using Golden = test::GreedyGolden;
 
-Golden load_golden() {
-  Golden g;
-  simdjson::dom::parser parser;
-  simdjson::dom::element root = parser.load(test::logits_data("smollm2.json"));
-  for (simdjson::dom::element p : root["prompts"].get_array()) {
-    std::vector<int32_t> ids, greedy;
-    for (int64_t v : p["ids"].get_array()) ids.push_back(int32_t(v));
-    for (int64_t v : p["greedy"].get_array()) greedy.push_back(int32_t(v));
-    g.ids.push_back(ids);
-    g.greedy.push_back(greedy);
-  }
-  return g;
-}
-
-std::vector<std::string> variant_paths() {
-  const char* env = std::getenv("PAGODA_QUANT_VARIANTS");
-  std::vector<std::string> out;
-  std::stringstream ss(env ? env : "");
-  for (std::string p; std::getline(ss, p, ':');) {
-    if (!p.empty()) out.push_back(p);
-  }
-  return out;
-}
-
-// Runs all prompts batched for kSteps steps; at each step feeds HF's token
-// (forced) or our argmax. Returns per prompt our argmaxes.
 std::vector<std::vector<int32_t>> run(LlamaModel& m, gpu::KvCache& cache, const Golden& g,
                                       bool forced) {
   const int32_t S = int32_t(g.ids.size()), V = m.config().vocab_size;
@@ -139,7 +111,7 @@ TEST(QuantVariantFidelity, TeacherForcedAndGreedyAgainstHf) {
     GTEST_SKIP() << "PAGODA_QUANT_VARIANTS is not set (':'-separated .gguf paths made by "
                     "tools/make-quant-variants)";
   }
-  const Golden g = load_golden();
+  const Golden g = test::load_greedy_golden();
   for (const std::string& path : paths) {
     for (WeightPrecision prec : {WeightPrecision::kQuantized, WeightPrecision::kExact}) {
       SCOPED_TRACE(path + " " + model::weight_precision_name(prec));
@@ -167,7 +139,7 @@ TEST(QuantVariantFidelity, TeacherForcedAndGreedyAgainstHf) {
 // transformers' greedy continuation on the file `name` (Q4_1, Q4_K_M, IQ4_XS)
 // with the prompts of smollm2.json; sets `file` to the file's name.
 Golden load_variant_golden(const std::string& name, std::string& file) {
-  Golden g = load_golden();
+  Golden g = test::load_greedy_golden();
   simdjson::dom::parser parser;
   simdjson::dom::element entry = parser.load(test::logits_data("smollm2-variants.json"))["files"][name];
   file = std::string(std::string_view(entry["file"]));

@@ -82,15 +82,10 @@ TEST(SpeculativeEngine, ReproducesTransformersGreedyGoldens) {
   o.precision = model::WeightPrecision::kExact;
   auto e = Engine::start(o);
   ASSERT_TRUE(e.ok()) << e.error().message;
-  auto check = [&](const std::vector<GenerateResult>& res, size_t first, const char* what) {
-    for (size_t p = 0; p < res.size(); ++p) {
-      ASSERT_TRUE(res[p].error.empty()) << res[p].error;
-      EXPECT_EQ(res[p].samples[0].token_ids, g.greedy[first + p]) << what << " prompt " << first + p;
-    }
-  };
-  check((*e)->generate(id_requests(g.ids, with_ngram(pagoda::test::greedy(32)))), 0, "batched");
-  for (size_t p = 0; p < g.ids.size(); ++p) {
-    check((*e)->generate(id_requests({g.ids[p]}, with_ngram(pagoda::test::greedy(32)))), p, "alone");
+  const SamplingOptions s = with_ngram(pagoda::test::greedy(32));
+  pagoda::test::expect_greedy_golden((*e)->generate(id_requests(g.ids, s)), g, 0, "batched");
+  for (size_t p = 0; p < g.ids.size(); ++p) {  // alone: where it drafts most
+    pagoda::test::expect_greedy_golden((*e)->generate(id_requests({g.ids[p]}, s)), g, p, "alone");
   }
   const SpecStats st = (*e)->stats().spec;
   std::printf("goldens: drafted %llu, accepted %llu\n", (unsigned long long)st.ngram.drafted,
