@@ -52,6 +52,18 @@ constexpr int32_t kSteps = 32;
 
 using Golden = test::GreedyGolden;
 
+std::vector<std::string> variant_paths() {
+  const char* env = std::getenv("PAGODA_QUANT_VARIANTS");
+  std::vector<std::string> out;
+  std::stringstream ss(env ? env : "");
+  for (std::string p; std::getline(ss, p, ':');) {
+    if (!p.empty()) out.push_back(p);
+  }
+  return out;
+}
+
+// Runs all prompts batched for kSteps steps; at each step feeds HF's token
+// (forced) or our argmax. Returns per prompt our argmaxes.
 std::vector<std::vector<int32_t>> run(LlamaModel& m, gpu::KvCache& cache, const Golden& g,
                                       bool forced) {
   const int32_t S = int32_t(g.ids.size()), V = m.config().vocab_size;
