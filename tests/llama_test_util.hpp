@@ -54,6 +54,18 @@ inline std::unique_ptr<gpu::Backend> cpu_backend(size_t threads = 0) {
   return std::make_unique<gpu::cpu::CpuBackend>(o);
 }
 
+// The model at `path` on `backend` for up to 8 sequences of max_len tokens
+// (256 batched), in precision `prec`; the load's error as is.
+inline auto load_small_batch_model(const std::string& path, gpu::Backend& backend, model::WeightPrecision prec,
+                                   int32_t max_len) {
+  model::LoadOptions o;
+  o.precision = prec;
+  o.max_num_batched_tokens = 256;
+  o.max_num_seqs = 8;
+  o.max_model_len = max_len;
+  return model::LlamaModel::load(path, backend, o);
+}
+
 // tiny-*.json: sequences of ids and the logits of every position.
 struct TinyGolden {
   std::vector<std::vector<int32_t>> ids;

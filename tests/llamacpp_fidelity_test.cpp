@@ -205,12 +205,7 @@ std::vector<std::vector<std::vector<float>>> run_precision(const std::string& pa
                                                            const LlamaCppGolden& g,
                                                            WeightPrecision prec) {
   auto backend = test::cpu_backend();
-  model::LoadOptions o;
-  o.precision = prec;
-  o.max_num_batched_tokens = 256;
-  o.max_num_seqs = 8;
-  o.max_model_len = kMaxLen;
-  auto m = LlamaModel::load(path, *backend, o);
+  auto m = test::load_small_batch_model(path, *backend, prec, kMaxLen);
   EXPECT_TRUE(m.ok()) << m.error().message;
   if (!m.ok()) return {};
   auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8 * kMaxLen / 16);

@@ -101,12 +101,7 @@ struct Runs {
 
 Runs run_file(const std::string& path, WeightPrecision prec, const Golden& g) {
   auto backend = test::cpu_backend();
-  model::LoadOptions o;
-  o.precision = prec;
-  o.max_num_batched_tokens = 256;
-  o.max_num_seqs = 8;
-  o.max_model_len = kMaxLen;
-  auto m = LlamaModel::load(path, *backend, o);
+  auto m = test::load_small_batch_model(path, *backend, prec, kMaxLen);
   if (!m.ok()) return {{}, {}, 0, m.error().message};
   auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8 * kMaxLen / 16);
   if (!cache.ok()) return {{}, {}, 0, "kv cache: " + cache.error().message};
