@@ -27,7 +27,9 @@
 // Usage: bench_kernels [--json FILE] [--quick] [--cpu-matmul-only] [--gemv]
 //                      [--llama1b [--format q4_0|q8_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|q2_k..q6_k]
 //                                 [--m 1,16,...] [--one-thread-only]]
-//                      [--isa NAME[,NAME...]]
+//                      [--isa NAME[,NAME...]] [--ceilings-only]
+//    --ceilings-only: only the measured ceilings (read bandwidth, int8 peaks
+//    on the pool's threads and on one), one JSON object on stdout.
 #if PAGODA_HAVE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -301,6 +303,7 @@ std::string join(const std::vector<std::string>& v) {
 int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false, cpu_matmul_only = false, llama1b = false, gemv_only = false;
+  bool ceilings_only = false;
   pagoda::tools::CpuMatmulOptions opt;
   WeightFormat llama_format = WeightFormat::Q4_0;
   for (int i = 1; i < argc; ++i) {
@@ -308,6 +311,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--cpu-matmul-only")) cpu_matmul_only = true;
     if (!std::strcmp(argv[i], "--gemv")) gemv_only = true;
+    if (!std::strcmp(argv[i], "--ceilings-only")) ceilings_only = cpu_matmul_only = true;
     if (!std::strcmp(argv[i], "--llama1b")) llama1b = cpu_matmul_only = true;
     if (!std::strcmp(argv[i], "--format") && i + 1 < argc) {
       const std::string name = argv[++i];
@@ -431,6 +435,10 @@ int main(int argc, char** argv) {
   const pagoda::tools::CpuCeilings ceil =
       gemv_only ? pagoda::tools::CpuCeilings{} : pagoda::tools::measure_ceilings(opt);
   const std::string ceilings = pagoda::tools::ceilings_json(ceil);
+  if (ceilings_only) {
+    std::printf("%s\n", ceilings.c_str());
+    return 0;
+  }
   if (!gemv_only) std::fprintf(stderr, "cpu ceilings: %s\n", ceilings.c_str());
   if (gemv_only) {
   } else if (llama1b) {

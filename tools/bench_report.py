@@ -73,6 +73,33 @@ def golden_lines(info) -> list:
     return out
 
 
+def roofline_lines(info) -> list:
+    """Decode bandwidth and prefill int8 fractions (tools/bench_roofline.py)."""
+    import bench_roofline
+    if not info.get("costs"):
+        return []
+    by = {r["load"]["name"]: r for r in rows(info)}
+    decode = {n: by["decode1"][k] for n, k in (("Pagoda", "pagoda"), ("llama-server", "llama"))} \
+        if "decode1" in by else {}
+    ttft = {n: by["ttft512"][k] for n, k in (("Pagoda", "pagoda"), ("llama-server", "llama"))} \
+        if "ttft512" in by else {}
+    out = bench_roofline.lines(info["costs"], info.get("ceilings", {}), decode, ttft, 512)
+    return ["", "Roofline (medians of the rounds):"] + out if out else []
+
+
+def memory_lines(info) -> list:
+    """Each server's resident memory (peak) after its last load, first round, against the file."""
+    if not info.get("costs") or not info["rounds"]:
+        return []
+    out = ["", f"Resident memory after each load, first round (file {info['costs']['file_bytes'] / 1e6:.0f} MB):"]
+    for side, name in (("pagoda", "Pagoda"), ("llama", "llama-server")):
+        parts = [f"{load} {run['memory_mb'].get('rss_mb', 0):.0f} MB (peak {run['memory_mb'].get('hwm_mb', 0):.0f})"
+                 for load, run in info["rounds"][0][side]["loads"].items() if run.get("memory_mb")]
+        if parts:
+            out.append(f"- {name}: " + "; ".join(parts))
+    return out
+
+
 def markdown(info) -> str:
     m = info["machine"]
     lines = [f"Machine: {m['cpu']}, ISA {' '.join(m['isa'])}, nproc {m['nproc']}; "
@@ -85,6 +112,7 @@ def markdown(info) -> str:
              "", info["table_md"], "", "Greedy agreement with transformers on the 8 golden prompts "
              "(tests/data/logits/smollm2.json, 32 tokens each, matching prefix):"]
     lines += golden_lines(info)
+    lines += roofline_lines(info) + memory_lines(info)
     lines += ["", "Commands:"]
     r0 = info["rounds"][0]
     lines += [f"    {r0['pagoda']['command']}", f"    {r0['llama']['command']}"]

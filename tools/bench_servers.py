@@ -34,7 +34,7 @@ class Server:
         except OSError:
             return ""
 
-    def wait_healthy(self, timeout=180.0):
+    def wait_healthy(self, timeout=900.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -57,6 +57,20 @@ class Server:
             return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         except (OSError, IndexError, ValueError):
             return float("nan")
+
+    def memory_mb(self) -> dict:
+        """Resident memory of the server process now (rss) and its peak (hwm), MB;
+        {} when /proc cannot tell."""
+        out = {}
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    key = {"VmRSS:": "rss_mb", "VmHWM:": "hwm_mb"}.get(line.split(" ", 1)[0])
+                    if key:
+                        out[key] = int(line.split()[1]) / 1024.0
+        except (OSError, IndexError, ValueError):
+            return {}
+        return out
 
     def stop(self):
         if self.proc.poll() is None:
