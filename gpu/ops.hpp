@@ -31,6 +31,14 @@ struct EmbeddingParams {
   int32_t num_tokens = 0;
   int32_t hidden = 0;
   int64_t num_rows = 0;          // vocab size (or T of the gathered tensor)
+  // CPU backend only (CUDA rejects it): with table == nullptr, the rows are
+  // read from quant_table, [num_rows, hidden] in table_format's row layout
+  // (storage_bytes(table_format, hidden) bytes per row, any alignment), and
+  // dequantized as they are gathered (gpu::dequantize_row: the same fp32
+  // values as dequantizing the whole table first). So a quantized embedding
+  // stays in its file's bytes instead of a V x H fp32 copy.
+  const void* quant_table = nullptr;
+  WeightFormat table_format = WeightFormat::F32;
 };
 
 // ---- RMSNorm, optionally fused with the residual add ------------------------

@@ -414,6 +414,7 @@ GgufFile::~GgufFile() = default;
 const std::string& GgufFile::path() const { return impl_->path; }
 uint32_t GgufFile::version() const { return impl_->version; }
 uint64_t GgufFile::file_size() const { return impl_->file.size(); }
+void GgufFile::release_resident() const { impl_->file.release_resident(); }
 uint64_t GgufFile::alignment() const { return impl_->alignment; }
 uint64_t GgufFile::data_offset() const { return impl_->data_offset; }
 

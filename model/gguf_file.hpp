@@ -66,6 +66,8 @@ class GgufFile {
   const std::string& path() const;
   uint32_t version() const;
   uint64_t file_size() const;
+  // The mapping's resident pages dropped (MappedFile::release_resident).
+  void release_resident() const;
   uint64_t alignment() const;
   // Absolute file offset of the data section (tensor offsets are absolute already).
   uint64_t data_offset() const;

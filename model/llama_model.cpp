@@ -303,8 +303,9 @@ Result<void> LlamaModel::run_layer(int32_t l, const StagedStep& st, gpu::KvCache
 Result<void> LlamaModel::issue_step(const StagedStep& st, gpu::KvCache& cache) {
   const ModelConfig& c = config();
   const int32_t T = st.meta.num_tokens, H = c.hidden_size;
+  const gpu::LinearWeight& rows = weights_.embedding_rows;  // [V, H] quantized, or unset
   backend_.embedding({weights_.embedding.as<const float>(), st.token_ids, state_.residual(), T,
-                      H, c.vocab_size});
+                      H, c.vocab_size, rows.data, rows.format});
   if (arch_->embed_scale) {  // Gemma: x sqrt(H), in fp32 (transformers at fp32, llama.cpp)
     backend_.scale_cap({state_.residual(), int64_t(T) * H, float(std::sqrt(double(H))), 0.0f});
   }

@@ -110,16 +110,25 @@ Result<LlamaLayerWeights> load_layer(Loader& ld, const Architecture& arch, const
   return w;
 }
 
-// Token embedding (always fp32) and lm_head (the output tensor, or tied).
+// Token embedding (fp32, or the file's quantized rows on the CPU) and lm_head
+// (the output tensor, or tied).
 Result<void> load_embedding_and_head(Loader& ld, gpu::Backend& backend, LlamaWeights& w) {
   const ModelConfig& c = w.config;
   const int64_t V = c.vocab_size, H = c.hidden_size;
   auto embed = ld.need(Role::kEmbed, 0, {V, H});
   if (!embed) return embed.error();
-  std::vector<float> table = to_f32(embed->format, embed->data, V * H);  // [V, H]
-  auto buf = ld.place_floats(table, embed->name);
-  if (!buf) return buf.error();
-  w.embedding = std::move(buf).value();
+  const bool quant_rows = backend.kind() == gpu::BackendKind::kCpu &&
+                          w.precision == WeightPrecision::kQuantized &&
+                          gpu::is_block_quantized(embed->format);
+  std::vector<float> table;  // [V, H] fp32, unless quant_rows
+  if (quant_rows) {
+    w.embedding_rows = LinearWeight{embed->format, V, H, embed->data};
+  } else {
+    table = to_f32(embed->format, embed->data, V * H);
+    auto buf = ld.place_floats(table, embed->name);
+    if (!buf) return buf.error();
+    w.embedding = std::move(buf).value();
+  }
   auto has_output = ld.has(Role::kOutput, 0);
   if (!has_output) return has_output.error();
   const bool tied = c.tie_word_embeddings || !*has_output;
@@ -237,6 +246,7 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
     auto layer = load_layer(ld, *arch, c, l);
     if (!layer) return layer.error();
     w.layers.push_back(std::move(layer).value());
+    f.release_resident();  // per layer, so the load's peak holds one layer of the file, not all
     if (options.progress) options.progress(l + 1, c.num_layers);
   }
   if (w.requantized_tensors > 0) {
@@ -260,6 +270,7 @@ Result<LlamaWeights> load_llama_weights(const std::string& model_path, gpu::Back
       }
     }
   }
+  f.release_resident();
   w.source_keepalive = *file;
   return w;
 }

@@ -33,6 +33,15 @@ class MappedFile {
   bool empty() const { return size_ == 0; }
   const std::string& path() const { return path_; }
 
+  // Drops this process's resident pages of the mapping (madvise
+  // MADV_DONTNEED). The contents stay valid: a later read faults the page
+  // back in from the page cache or the file (the mapping is read-only, so no
+  // page holds private changes). For after loading, when the weights were
+  // copied (packed, converted or uploaded) and the file's pages would
+  // otherwise count a second time in the resident set. Best effort: an
+  // madvise failure changes nothing.
+  void release_resident() const;
+
  private:
   void reset();
 

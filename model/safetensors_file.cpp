@@ -256,6 +256,10 @@ Result<SafetensorsModel> SafetensorsModel::open(const std::string& path) {
   return model;
 }
 
+void SafetensorsModel::release_resident() const {
+  for (const SafetensorsFile& s : shards_) s.release_resident();
+}
+
 uint64_t SafetensorsModel::total_file_size() const {
   uint64_t total = 0;
   for (const auto& s : shards_) total += s.file_size();

@@ -53,6 +53,7 @@ class SafetensorsFile {
   uint64_t file_size() const { return file_.size(); }
   const std::vector<StTensor>& tensors() const { return tensors_; }  // header order
   const StTensor* find(std::string_view name) const;                 // nullptr when absent
+  void release_resident() const { file_.release_resident(); }
 
  private:
   MappedFile file_;
@@ -70,6 +71,8 @@ class SafetensorsModel {
   static Result<SafetensorsModel> open(const std::string& path);
 
   const std::vector<SafetensorsFile>& shards() const { return shards_; }
+  // Every shard's mapping's resident pages dropped (MappedFile::release_resident).
+  void release_resident() const;
   uint64_t total_file_size() const;  // sum over shards
   size_t tensor_count() const { return index_.size(); }
   std::vector<const StTensor*> tensors() const;       // sorted by name

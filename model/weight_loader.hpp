@@ -78,6 +78,14 @@ class WeightFile {
 
   const std::string& path() const { return path_; }
   const GgufFile* gguf() const { return gguf_ ? &*gguf_ : nullptr; }
+  // The mappings' resident pages dropped (MappedFile::release_resident): the
+  // loader calls it once every weight is placed, so a weight the CPU packed
+  // (or a backend copied) is not resident twice; weights used in place fault
+  // back in as they are read.
+  void release_resident() const {
+    if (gguf_) gguf_->release_resident();
+    if (st_) st_->release_resident();
+  }
 
   // nullopt when absent; an Error for a type the loader cannot convert.
   Result<std::optional<TensorRef>> find(const std::string& name) const {

@@ -106,6 +106,39 @@ TEST(Ops, EmbeddingGathersRowsAndZeroesBadIds) {
   }
 }
 
+// A quantized table (CPU only) is dequantized row by row as it is gathered:
+// the same floats as dequantizing the whole table first, for a 32-element
+// format and two K-quants (random bytes with a sane fp16 scale in each block).
+TEST(Ops, EmbeddingGathersQuantizedRowsAsTheirDequantizedFloats) {
+  auto be = cpu_backend();
+  const int vocab = 40, hidden = 512, T = 7;
+  std::vector<int32_t> ids = {3, 39, 0, -1, 40, 3, 17};
+  for (WeightFormat f : {WeightFormat::Q4_0, WeightFormat::Q4_K, WeightFormat::Q6_K}) {
+    const int64_t row_bytes = storage_bytes(f, hidden);
+    std::vector<uint8_t> q(size_t(vocab * row_bytes));
+    std::mt19937 bytes_rng{static_cast<uint32_t>(f)};
+    for (uint8_t& b : q) b = uint8_t(bytes_rng());
+    const int64_t bb = block_bytes(f), nblocks = int64_t(q.size()) / bb;
+    const uint16_t d = fp32_to_fp16(0.01f);
+    const size_t d_at = f == WeightFormat::Q6_K ? 208 : 0;  // Q6_K keeps d last
+    for (int64_t b = 0; b < nblocks; ++b) {
+      std::memcpy(q.data() + b * bb + d_at, &d, 2);
+      if (f == WeightFormat::Q4_K) std::memcpy(q.data() + b * bb + 2, &d, 2);  // dmin
+    }
+    const std::vector<float> table = dequantize(f, q.data(), int64_t(vocab) * hidden);
+    std::vector<float> out(size_t(T * hidden), 123.0f);
+    EmbeddingParams p{nullptr, ids.data(), out.data(), T, hidden, vocab, q.data(), f};
+    be->embedding(p);
+    for (int t = 0; t < T; ++t) {
+      for (int i = 0; i < hidden; ++i) {
+        const bool ok = ids[t] >= 0 && ids[t] < vocab;
+        const float want = ok ? table[size_t(ids[t] * hidden + i)] : 0.0f;
+        ASSERT_EQ(out[size_t(t * hidden + i)], want) << format_name(f) << " " << t << "," << i;
+      }
+    }
+  }
+}
+
 double ref_rms_inv(const float* x, int n, float eps) {
   double ss = 0;
   for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];

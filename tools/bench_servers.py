@@ -65,9 +65,10 @@ class Server:
         try:
             with open(f"/proc/{self.proc.pid}/status") as f:
                 for line in f:
-                    key = {"VmRSS:": "rss_mb", "VmHWM:": "hwm_mb"}.get(line.split(" ", 1)[0])
+                    fields = line.split()
+                    key = {"VmRSS:": "rss_mb", "VmHWM:": "hwm_mb"}.get(fields[0] if fields else "")
                     if key:
-                        out[key] = int(line.split()[1]) / 1024.0
+                        out[key] = int(fields[1]) / 1024.0
         except (OSError, IndexError, ValueError):
             return {}
         return out

@@ -26,6 +26,7 @@ __global__ void embedding_kernel(const float* __restrict__ table /*[rows, H]*/,
 
 Result<void> launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
   if (p.num_tokens <= 0 || p.hidden <= 0) return {};
+  if (p.table == nullptr) return make_error("embedding: a quantized table is a CPU-only input");
   embedding_kernel<<<p.num_tokens, 256, 0, stream>>>(p.table, p.ids, p.out, p.hidden,
                                                      p.num_rows);
   return check_launch("embedding");
