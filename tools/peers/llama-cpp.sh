@@ -68,9 +68,26 @@ fi
 src_root="$PEERS/src"
 sdist="$src_root/llama_cpp_python-$VERSION.tar.gz"
 mkdir -p "$src_root"
+# The sdist straight from PyPI's simple index (seconds), checked against the
+# sha256 the index gives; `pip download --no-binary :all:` is the fallback,
+# since it may first build the sdist's build requirements (cmake) from
+# source, which took ~30 minutes on two cores.
+fetch_sdist() {
+  local index="${PIP_INDEX_URL:-https://pypi.org/simple}" name="llama_cpp_python-$VERSION.tar.gz" href url sha
+  command -v curl >/dev/null || return 1
+  href=$(curl -fsS "${index%/}/llama-cpp-python/" | grep -o "href=\"[^\"]*/$name#sha256=[0-9a-f]*\"" | head -1) || return 1
+  href=${href#href=\"}; href=${href%\"}
+  url=${href%%#*}; sha=${href##*#sha256=}
+  [[ -n $url && -n $sha ]] || return 1
+  curl -fsS -o "$sdist.part" "$url" || return 1
+  if ! echo "$sha  $sdist.part" | sha256sum -c --status; then
+    log "sha256 of $url differs from the index's $sha"; rm -f "$sdist.part"; return 1
+  fi
+  mv "$sdist.part" "$sdist"
+}
 if [[ ! -f "$sdist" ]]; then
   log "downloading llama-cpp-python==$VERSION (sdist) into $src_root"
-  "$PYTHON" -m pip download --no-binary :all: --no-deps -d "$src_root" "llama-cpp-python==$VERSION" >&2
+  fetch_sdist || "$PYTHON" -m pip download --no-binary :all: --no-deps -d "$src_root" "llama-cpp-python==$VERSION" >&2
 fi
 unpacked="$src_root/llama_cpp_python-$VERSION"
 if [[ ! -f "$unpacked/vendor/llama.cpp/CMakeLists.txt" ]]; then
