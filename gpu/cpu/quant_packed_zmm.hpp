@@ -112,23 +112,32 @@ PAGODA_SIMD inline void unpack(const uint8_t* q, ZWeights& w) {
   }
 }
 
-// Exact P_b of 16 rows (int32 lanes) with activation block a.
-template <WeightFormat F>
+// Exact P_b of 16 rows (int32 lanes) with activation block a. kOneChain
+// (VNNI): one vpdpbusd chain of 8 instead of two of 4 and their add; for the
+// 16-row tiles, whose 16 chains hide the latency (int32 sums are exact, so
+// the order does not change the result); with 8 rows or fewer, two chains.
+template <WeightFormat F, bool kOneChain = false>
 PAGODA_SIMD inline __m512i partial(const ZWeights& w, const ActBlock& a) {
 #if PAGODA_VNNI
-  // One chain from the offset (int32 sums are exact, so the order does not
-  // change the result): the batch tiles keep 8-16 rows' chains in flight,
-  // which hides vpdpbusd's latency without a second chain and its add.
-  __m512i p = _mm512_setzero_si512();
-  if constexpr (F == WeightFormat::Q4_0) p = _mm512_set1_epi32(-8 * a.sum);
-  if constexpr (F == WeightFormat::Q5_0) p = _mm512_set1_epi32(-16 * a.sum);
-  if constexpr (packed_byte_form(F)) p = _mm512_set1_epi32(-128 * a.sum);
+  __m512i p0 = _mm512_setzero_si512();
+  if constexpr (F == WeightFormat::Q4_0) p0 = _mm512_set1_epi32(-8 * a.sum);
+  if constexpr (F == WeightFormat::Q5_0) p0 = _mm512_set1_epi32(-16 * a.sum);
+  if constexpr (packed_byte_form(F)) p0 = _mm512_set1_epi32(-128 * a.sum);
+  if constexpr (kOneChain) {
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      p0 = _mm512_dpbusd_epi32(p0, w.v[c], bcast4(a.qs + 4 * c));
+      p0 = _mm512_dpbusd_epi32(p0, w.v[c + 4], bcast4(a.qs + 16 + 4 * c));
+    }
+    return p0;
+  }
+  __m512i p1 = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
-    p = _mm512_dpbusd_epi32(p, w.v[c], bcast4(a.qs + 4 * c));
-    p = _mm512_dpbusd_epi32(p, w.v[c + 4], bcast4(a.qs + 16 + 4 * c));
+    p0 = _mm512_dpbusd_epi32(p0, w.v[c], bcast4(a.qs + 4 * c));
+    p1 = _mm512_dpbusd_epi32(p1, w.v[c + 4], bcast4(a.qs + 16 + 4 * c));
   }
-  return p;
+  return _mm512_add_epi32(p0, p1);
 #else
   const __m512i ones = _mm512_set1_epi16(1);
   if constexpr (packed_byte_form(F)) {
@@ -199,7 +208,7 @@ PAGODA_SIMD inline void micro(const uint8_t* g, int64_t gstride, const ActBlock*
 #pragma GCC unroll 16
       for (int r = 0; r < MR; ++r) {
         const ActBlock& ab = a[r][b];
-        const __m512 p = _mm512_cvtepi32_ps(partial<F>(v, ab));
+        const __m512 p = _mm512_cvtepi32_ps(partial<F, (MR > 8)>(v, ab));
         acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(ab.d)), p, acc[i][r]);
         if constexpr (kOffset) macc[i][r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ab.s), macc[i][r]);
       }
