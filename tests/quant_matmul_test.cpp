@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gpu/cpu/gemm_f32.hpp"
@@ -574,6 +575,33 @@ TEST(QuantPacked, PackRejectsOtherFormatsAndLayouts) {
   // Row 5..15 of the one group: scale bytes 10..31 of each tile are zero.
   for (int64_t b = 0; b < 2; ++b) {
     for (int i = 10; i < 32; ++i) EXPECT_EQ(t.packed[size_t(b * 320 + i)], 0) << b << " " << i;
+  }
+}
+
+// K-quants: per 16-row group and super-block, one header — the rows' fp16 d
+// (then dmin, with minima) as in the file, padding rows zero — then the 8
+// tiles; bytes per tile with the header's share: the layout comment's.
+TEST(QuantPacked, KQuantSuperBlocksShareOneHeader) {
+  std::mt19937 rng(5);
+  const std::pair<WeightFormat, int64_t> per_tile[] = {
+      {WeightFormat::Q2_K, 200}, {WeightFormat::Q3_K, 228}, {WeightFormat::Q4_K, 296},
+      {WeightFormat::Q5_K, 360}, {WeightFormat::Q6_K, 420}};
+  for (const auto& [f, bytes] : per_tile) {
+    SCOPED_TRACE(format_name(f));
+    const TestWeight t = make_weight(f, 5, 512, rng);  // one group, 2 super-blocks
+    ASSERT_EQ(int64_t(t.packed.size()), 16 * bytes);
+    ASSERT_EQ(packed_bytes(f, 5, 512), 16 * bytes);
+    const WeightTypeTraits& tr = traits(f);
+    for (int64_t sb = 0; sb < 2; ++sb) {
+      for (int r = 0; r < 16; ++r) {
+        for (int h = 0; h < tr.half_count; ++h) {  // d, then dmin
+          const uint8_t* got = t.packed.data() + sb * 8 * bytes + 32 * h + 2 * r;
+          const size_t at = size_t((2 * r + sb) * tr.block_bytes + tr.half_at[h]);
+          EXPECT_EQ(got[0], r < 5 ? t.raw[at] : 0) << sb << " " << r << " " << h;
+          EXPECT_EQ(got[1], r < 5 ? t.raw[at + 1] : 0) << sb << " " << r << " " << h;
+        }
+      }
+    }
   }
 }
 

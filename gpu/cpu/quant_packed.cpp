@@ -145,7 +145,7 @@ Result<LinearWeight> pack_weight(const LinearWeight& w, std::vector<uint8_t>& ou
   for (int64_t n = 0; n < w.n; ++n) {
     const int64_t g = n / kPackRows;
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* tile = out.data() + (g * nb + b) * T;
+      uint8_t* tile = out.data() + (g * nb + b) * T;  // not a K-quant: tiles back to back
       if (w.format == WeightFormat::IQ4_XS) {
         pack_iq4_xs(src + n * w.row_bytes() + b / 8 * bb, int(b % 8), int(n % kPackRows), tile);
       } else {
@@ -160,7 +160,7 @@ namespace detail {
 
 void packed_tile_scalar(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
                         int64_t m1, int64_t g0, int64_t g1) {
-  const int64_t nb = w.k / kQuantBlock, T = packed_tile_bytes(w.format);
+  const int64_t nb = w.k / kQuantBlock, G = packed_group_bytes(w.format, w.k);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const bool offset = packed_has_offset(w.format);
   for (int64_t m = m0; m < m1; ++m) {
@@ -168,12 +168,12 @@ void packed_tile_scalar(const LinearWeight& w, const ActBlock* act, float* y, in
     for (int64_t g = g0; g < g1; ++g) {
       for (int r = 0; r < kPackRows && g * kPackRows + r < w.n; ++r) {
         if (packed_kquant(w.format)) {
-          y[m * w.n + g * kPackRows + r] = packed_kquant_dot(w.format, base + g * nb * T, nb, r, a);
+          y[m * w.n + g * kPackRows + r] = packed_kquant_dot(w.format, base + g * G, nb, r, a);
           continue;
         }
         float acc = 0.0f, macc = 0.0f;
         for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* tile = base + (g * nb + b) * T;
+          const uint8_t* tile = base + g * G + packed_tile_at(w.format, b);
           const float d = row_scale(w.format, tile, r) * a[b].d;
           acc = std::fma(d, float(packed_partial(w.format, tile, r, a[b])), acc);
           if (offset) macc = std::fma(fp16_to_fp32(load_half(tile + 32 + 2 * r)), a[b].s, macc);

@@ -9,8 +9,11 @@
 // one scale-and-accumulate — several times fewer instructions per weight byte.
 //
 // Layout. Rows are grouped by 16 (group g = rows 16g..16g+15; the last group
-// is padded with zero rows). Per group and per 32-element block b, one tile
-// of packed_tile_bytes(F) bytes, at (g·nb + b)·tile_bytes (nb = K/32):
+// is padded with zero rows), group g at g·packed_group_bytes(F, K). Per group
+// and per 32-element block b, one tile of packed_tile_bytes(F) bytes at
+// packed_tile_at(F, b) in the group — b·tile_bytes but for the K-quants,
+// whose super-blocks carry a shared header (below). The tile of the formats
+// with 32-element blocks:
 //  - d[16]: the rows' fp16 scales (32 B); Q4_1 / Q5_1 then m[16]: fp16
 //    offsets (32 B); IQ4_XS: fp32 d[16] (64 B), each 32-element sub-block's
 //    scale d·(ls − 32) computed at pack time (exact in fp32) —
@@ -61,7 +64,9 @@ namespace pagoda::gpu::cpu {
 
 inline constexpr int64_t kPackRows = 16;
 
-// Bytes of one (16-row group, block) tile; 0 for a format that cannot be packed.
+// Bytes of one (16-row group, block) tile; 0 for a format that cannot be
+// packed. K-quants: the tile without its super-block's fp16 d and dmin
+// (packed_k_super_header; where tiles lie: packed_tile_at).
 constexpr int64_t packed_tile_bytes(WeightFormat f) {
   switch (f) {
     case WeightFormat::Q4_0:
@@ -71,11 +76,11 @@ constexpr int64_t packed_tile_bytes(WeightFormat f) {
     case WeightFormat::Q5_0: return 32 + 5 * 64;
     case WeightFormat::Q5_1: return 64 + 5 * 64;
     case WeightFormat::Q8_0: return 32 + 8 * 64;
-    case WeightFormat::Q2_K:
-    case WeightFormat::Q3_K: return 256;
-    case WeightFormat::Q4_K: return 96 + 4 * 64;
-    case WeightFormat::Q5_K: return 96 + 5 * 64;
-    case WeightFormat::Q6_K: return 64 + 6 * 64;
+    case WeightFormat::Q2_K: return 64 + 2 * 64;
+    case WeightFormat::Q3_K: return 32 + 3 * 64;
+    case WeightFormat::Q4_K: return 32 + 4 * 64;
+    case WeightFormat::Q5_K: return 32 + 5 * 64;
+    case WeightFormat::Q6_K: return 32 + 6 * 64;
     default: return 0;
   }
 }
@@ -84,20 +89,23 @@ constexpr int64_t packed_tile_bytes(WeightFormat f) {
 // A tile holds 32 elements (sub-block b % 8 of super-block b / 8) of 16 rows
 // in the form of gpu::KQuantInts (gpu/quant_kquants.hpp):
 //   x = (d·sc)·(q − offset) − dmin·mn, sc and mn per 16 elements.
-// Header: fp16 d[16]; with minima (Q2_K, Q4_K, Q5_K) fp16 dmin[16]; then
-// int8 sc — per row one (Q4_K, Q5_K: 32-element sub-blocks) or two, lo[16]
-// for elements 0..15 then hi[16] (Q2_K, Q3_K, Q6_K) — and int8 mn likewise.
-// Quants, unsigned q in bit planes of 64-byte chunks (byte 4r + t of a chunk
+// d and dmin are per super-block, so a group is, for each super-block s =
+// 0 .. K/256 − 1 in order, a header of packed_k_super_header(F) bytes —
+// fp16 d[16] (the rows'), with minima (Q2_K, Q4_K, Q5_K) then fp16
+// dmin[16] — followed by the super-block's 8 tiles. A tile: int8 sc — per
+// row one (Q4_K, Q5_K: 32-element sub-blocks) or two, lo[16] for elements
+// 0..15 then hi[16] (Q2_K, Q3_K, Q6_K) — and int8 mn likewise; then the
+// quants, unsigned q in bit planes of 64-byte chunks (byte 4r + t of a chunk
 // belongs to row r and elements ≡ t mod 4; weight vector J = elements 4J + t):
 //  - low 4 bits (Q4_K, Q5_K, Q6_K): the nibble chunks of Q4_0 (chunk c: low
 //    nibble element 4c + t, high nibble element 16 + 4c + t);
 //  - low 2 bits (Q2_K, Q3_K): 2 chunks; chunk c bits 2k..2k+1: vector 4c + k;
 //  - then bit 4 (Q5_K) / bit 2 (Q3_K): one plane, bit J: vector J (Q5_0's);
 //  - then bits 4..5 (Q6_K): 2 chunks laid out as the low 2 bits.
-// Memory per 16×32 weights (file; Q8_0 route 544 B): Q4_K 352 B (288 B,
-// +22%), Q5_K 416 B (352 B, +18%), Q6_K 448 B (420 B, +7%), Q3_K 256 B
-// (220 B, +16%), Q2_K 256 B (168 B, +52%: its 4-bit scales and minima
-// stored as int8 next to a per-tile d and dmin).
+// Memory per 16×32 weights, the header's share included (file; Q8_0 route
+// 544 B): Q4_K 296 B (288 B, +3%), Q5_K 360 B (352 B, +2%), Q6_K 420 B (420
+// B, the same), Q3_K 228 B (220 B, +4%), Q2_K 200 B (168 B, +19%: its 4-bit
+// scales and minima stored as int8).
 // The math per tile, row and activation block a, in block order (P_lo /
 // P_hi = Σ q·q_a over elements 0..15 / 16..31, exact int32; S_lo / S_hi the
 // same sums of q_a alone, a.sum_lo and a.sum − a.sum_lo; dsc = fp32(d)·sc
@@ -130,8 +138,8 @@ constexpr int packed_k_high_bits(WeightFormat f) {
 constexpr int packed_k_offset(WeightFormat f) {
   return f == WeightFormat::Q6_K ? 32 : f == WeightFormat::Q3_K ? 4 : 0;
 }
-// Header offsets: the int8 scales, the int8 minima.
-constexpr int64_t packed_k_scale_at(WeightFormat f) { return packed_k_min(f) ? 64 : 32; }
+// Offsets in a tile: the int8 scales, the int8 minima, the quants (header).
+constexpr int64_t packed_k_scale_at(WeightFormat) { return 0; }
 constexpr int64_t packed_k_min_at(WeightFormat f) {
   return packed_k_scale_at(f) + (packed_k_sub16(f) ? 32 : 16);
 }
@@ -148,6 +156,33 @@ static_assert(packed_k_high_at(WeightFormat::Q6_K) + 128 == packed_tile_bytes(We
               packed_k_high_at(WeightFormat::Q3_K) + 64 == packed_tile_bytes(WeightFormat::Q3_K) &&
               packed_k_high_at(WeightFormat::Q4_K) == packed_tile_bytes(WeightFormat::Q4_K) &&
               packed_k_high_at(WeightFormat::Q2_K) == packed_tile_bytes(WeightFormat::Q2_K));
+
+// A super-block's header: fp16 d[16], with minima then fp16 dmin[16] (at +32).
+constexpr int64_t packed_k_super_header(WeightFormat f) { return packed_k_min(f) ? 64 : 32; }
+// Bytes of a super-block in a group: its header and its 8 tiles.
+constexpr int64_t packed_k_super_bytes(WeightFormat f) {
+  return packed_k_super_header(f) + 8 * packed_tile_bytes(f);
+}
+// Where, in a group, the header of block b's super-block starts (K-quants).
+constexpr int64_t packed_k_super_at(WeightFormat f, int64_t b) {
+  return b / 8 * packed_k_super_bytes(f);
+}
+// Where, in a group, block b's tile starts (any packable format).
+constexpr int64_t packed_tile_at(WeightFormat f, int64_t b) {
+  if (!packed_kquant(f)) return b * packed_tile_bytes(f);
+  return packed_k_super_at(f, b) + packed_k_super_header(f) + b % 8 * packed_tile_bytes(f);
+}
+// Bytes of one 16-row group of a weight with k columns (k % 32 == 0; K-quants,
+// IQ4_XS: k % 256 == 0).
+constexpr int64_t packed_group_bytes(WeightFormat f, int64_t k) {
+  if (packed_kquant(f)) return k / 256 * packed_k_super_bytes(f);
+  return k / 32 * packed_tile_bytes(f);
+}
+static_assert(packed_k_super_bytes(WeightFormat::Q4_K) == 8 * 296 &&
+              packed_k_super_bytes(WeightFormat::Q5_K) == 8 * 360 &&
+              packed_k_super_bytes(WeightFormat::Q6_K) == 8 * 420 &&
+              packed_k_super_bytes(WeightFormat::Q3_K) == 8 * 228 &&
+              packed_k_super_bytes(WeightFormat::Q2_K) == 8 * 200);
 
 // Whether a tile carries a Q5 high-bit plane (Q5_0, Q5_1).
 constexpr bool packed_five_bit(WeightFormat f) {
@@ -184,7 +219,7 @@ alignas(16) inline constexpr uint8_t kIq4GridU8[16] = {1,   24,  45,  63,  79,  
 
 // Bytes of W[n, k] packed (k % block_elems == 0; n rounded up to a multiple of 16).
 constexpr int64_t packed_bytes(WeightFormat f, int64_t n, int64_t k) {
-  return (n + kPackRows - 1) / kPackRows * (k / 32) * packed_tile_bytes(f);
+  return (n + kPackRows - 1) / kPackRows * packed_group_bytes(f, k);
 }
 
 // Packs a kRows weight (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL: k % 32 == 0;
@@ -236,10 +271,10 @@ PackedTileFn packed_tile_kernel(QuantIsa isa);
 
 // K-quants (quant_packed_kquants.cpp): packs the kRows K-quant weight w into
 // out (packed_bytes long, zeroed by the caller), and the scalar kernel's dot
-// product of row r of the group whose first tile is `tiles` (nb tiles) with
-// the activation row a [nb].
+// product of row r of the group at `group` (nb blocks, nb % 8 == 0) with the
+// activation row a [nb].
 void pack_kquant(const LinearWeight& w, uint8_t* out);
-float packed_kquant_dot(WeightFormat f, const uint8_t* tiles, int64_t nb, int r,
+float packed_kquant_dot(WeightFormat f, const uint8_t* group, int64_t nb, int r,
                         const ActBlock* a);
 
 }  // namespace detail

@@ -3,10 +3,10 @@
 // NOT a normal header: included once by quant_packed_ymm.hpp (after its
 // bcast4 and PAGODA_VNNI) and gives kmicro, micro's counterpart. It is
 // quant_packed_kq_zmm.hpp on half a group: unit u's 8 rows (h = u % 2) read
-// bytes 32h.. of every 64-byte chunk and plane, scales d at 16h (dmin at
-// 32 + 16h), int8 scales and minima at 8h. The integer steps (AVX2:
-// pmaddubsw summed in int16 over 4 vectors, 2 for Q6_K, then pmaddwd;
-// AVX-VNNI: vpdpbusd) and the fp32 steps are the scalar kernel's.
+// bytes 32h.. of every 64-byte chunk and plane, int8 scales and minima at
+// 8h, and its super-block header's d at 16h (dmin at 32 + 16h). The integer
+// steps (AVX2: pmaddubsw summed in int16 over 4 vectors, 2 for Q6_K, then
+// pmaddwd; AVX-VNNI: vpdpbusd) and the fp32 steps are the scalar kernel's.
 
 template <int FROM, int TO, int W>
 PAGODA_SIMD inline __m256i kbits(__m256i x) {
@@ -81,26 +81,49 @@ PAGODA_SIMD inline __m256 load_h8(const uint8_t* p) {
 template <WeightFormat F, int NU, int MR>
 PAGODA_SIMD inline void kmicro(const LinearWeight& w, int64_t u0, const ActBlock* const* a,
                                __m256* out, const uint8_t* pf) {
-  constexpr int64_t T = packed_tile_bytes(F), kSc = packed_k_scale_at(F), kMn = packed_k_min_at(F);
+  constexpr int64_t kSc = packed_k_scale_at(F), kMn = packed_k_min_at(F);
   constexpr int64_t kH1 = packed_k_sub16(F) ? 16 : 0;
   constexpr bool kMin = packed_k_min(F);
-  const int64_t nb = w.k / kQuantBlock;
+  // Prefetched per block: the header's bytes before the tile (b % 8 == 0: the
+  // super-block's; else the previous tile's tail, already on its way), the
+  // tile, and one more line in case the span does not start a line.
+  constexpr int64_t kHead = packed_k_super_header(F), kSpan = kHead + packed_tile_bytes(F) + 64;
+  // Decode (one activation row) reads each group once, as a stream the
+  // hardware prefetchers follow poorly across the headers: the kernel
+  // prefetches kAhead bytes (about 7 blocks) ahead of itself.
+  constexpr int64_t kAhead = 2048;
+  const int64_t nb = w.k / kQuantBlock, gstride = packed_group_bytes(F, w.k);
   const auto* base = static_cast<const uint8_t*>(w.data);
   __m256 acc[NU][MR], macc[NU][MR];
   for (int i = 0; i < NU * MR; ++i) acc[i / MR][i % MR] = macc[i / MR][i % MR] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    if (pf != nullptr) {
-#pragma GCC unroll 7
-      for (int64_t off = 0; off < T; off += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(pf + b * T + off), _MM_HINT_T1);
+  // Block b's super-block header and tile in a group, advanced block by block.
+  int64_t head_at = 0, tile_at = packed_k_super_header(F);
+  for (int64_t b = 0; b < nb; ++b, tile_at += packed_tile_bytes(F)) {
+    if (b % 8 == 0 && b > 0) head_at = tile_at, tile_at += packed_k_super_header(F);
+    if (pf != nullptr) {  // the next group's block b: its tile and the header before it
+      const uint8_t* p = pf + tile_at - kHead;
+#pragma GCC unroll 9
+      for (int64_t off = 0; off < kSpan; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
+      }
+    } else if constexpr (MR == 1) {  // decode: each group's bytes kAhead ahead, once per group
+#pragma GCC unroll 2
+      for (int i = 0; i < NU; ++i) {
+        if (i > 0 && (u0 + i) % 2 == 1) continue;  // the group of unit u0 + i − 1
+        const uint8_t* p = base + (u0 + i) / 2 * gstride + tile_at - kHead + kAhead;
+#pragma GCC unroll 9
+        for (int64_t off = 0; off < kSpan; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+        }
       }
     }
 #pragma GCC unroll 2
     for (int i = 0; i < NU; ++i) {
       const int64_t u = u0 + i, h = u % 2;
-      const uint8_t* t = base + ((u / 2) * nb + b) * T;
-      const __m256 dw = load_h8(t + 16 * h);
-      const __m256 dm = kMin ? load_h8(t + 32 + 16 * h) : _mm256_setzero_ps();
+      const uint8_t* t = base + (u / 2) * gstride + tile_at;
+      const uint8_t* hd = base + (u / 2) * gstride + head_at;  // the super-block's d[16], dmin[16]
+      const __m256 dw = load_h8(hd + 16 * h);
+      const __m256 dm = kMin ? load_h8(hd + 32 + 16 * h) : _mm256_setzero_ps();
       // The exact fp32 scale products d·sc and dmin·mn, once per tile.
       const __m256 d0 = _mm256_mul_ps(dw, _mm256_cvtepi32_ps(load_s8x8(t + kSc + 8 * h)));
       const __m256 d1 = _mm256_mul_ps(dw, _mm256_cvtepi32_ps(load_s8x8(t + kSc + kH1 + 8 * h)));

@@ -85,25 +85,47 @@ PAGODA_SIMD inline __m512i load_s8x16(const uint8_t* p) {
 template <WeightFormat F, int NG, int MR>
 PAGODA_SIMD inline void kmicro(const uint8_t* g, int64_t gstride, const ActBlock* const* a,
                                int64_t nb, __m512* out, const uint8_t* pf) {
-  constexpr int64_t T = packed_tile_bytes(F), kSc = packed_k_scale_at(F), kMn = packed_k_min_at(F);
+  constexpr int64_t kSc = packed_k_scale_at(F), kMn = packed_k_min_at(F);
   constexpr int64_t kH1 = packed_k_sub16(F) ? 16 : 0;
   constexpr bool kMin = packed_k_min(F);
+  // Prefetched per block: the header's bytes before the tile (b % 8 == 0: the
+  // super-block's; else the previous tile's tail, already on its way), the
+  // tile, and one more line in case the span does not start a line.
+  constexpr int64_t kHead = packed_k_super_header(F), kSpan = kHead + packed_tile_bytes(F) + 64;
+  // Decode (one activation row) reads each group once, as a stream the
+  // hardware prefetchers follow poorly across the headers: the kernel
+  // prefetches kAhead bytes (about 7 blocks) ahead of itself.
+  constexpr int64_t kAhead = 2048;
   __m512 acc[NG][MR], macc[NG][MR];
 #pragma GCC unroll 4
   for (int i = 0; i < NG * MR; ++i) acc[i / MR][i % MR] = macc[i / MR][i % MR] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    if (pf != nullptr) {
-#pragma GCC unroll 7
-      for (int64_t off = 0; off < T; off += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(pf + b * T + off), _MM_HINT_T1);
+  // Block b's super-block header and tile in a group, advanced block by block.
+  int64_t head_at = 0, tile_at = packed_k_super_header(F);
+  for (int64_t b = 0; b < nb; ++b, tile_at += packed_tile_bytes(F)) {
+    if (b % 8 == 0 && b > 0) head_at = tile_at, tile_at += packed_k_super_header(F);
+    if (pf != nullptr) {  // the next group's block b: its tile and the header before it
+      const uint8_t* p = pf + tile_at - kHead;
+#pragma GCC unroll 9
+      for (int64_t off = 0; off < kSpan; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
+      }
+    } else if constexpr (MR == 1) {  // decode: each group's bytes kAhead ahead
+#pragma GCC unroll 2
+      for (int i = 0; i < NG; ++i) {
+        const uint8_t* p = g + i * gstride + tile_at - kHead + kAhead;
+#pragma GCC unroll 9
+        for (int64_t off = 0; off < kSpan; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
+        }
       }
     }
 #pragma GCC unroll 2
     for (int i = 0; i < NG; ++i) {
-      const uint8_t* t = g + i * gstride + b * T;
-      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)));
+      const uint8_t* t = g + i * gstride + tile_at;
+      const uint8_t* hd = g + i * gstride + head_at;  // the super-block's d[16], dmin[16]
+      const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hd)));
       const __m512 dm =
-          kMin ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 32)))
+          kMin ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hd + 32)))
                : _mm512_setzero_ps();
       // The exact fp32 scale products d·sc and dmin·mn, once per tile.
       const __m512 d0 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(load_s8x16(t + kSc)));

@@ -43,10 +43,8 @@ int get_bits(const uint8_t* tile, BitPos p, int bits) {
 }
 
 // Sub-block s (elements 32s..32s+31) of a decoded super-block into row r of
-// a zeroed tile.
+// a zeroed tile (d and dmin go to the super-block's header: pack_kquant).
 void pack_sub(WeightFormat f, const KQuantInts& k, int s, int r, uint8_t* tile) {
-  std::memcpy(tile + 2 * r, &k.d, 2);
-  if (packed_k_min(f)) std::memcpy(tile + 32 + 2 * r, &k.dmin, 2);
   const int64_t sc = packed_k_scale_at(f), mn = packed_k_min_at(f);
   for (int h = 0; h < (packed_k_sub16(f) ? 2 : 1); ++h) {
     tile[sc + 16 * h + r] = uint8_t(k.sc[2 * s + h]);
@@ -72,32 +70,38 @@ float half_at(const uint8_t* p) {
 
 void pack_kquant(const LinearWeight& w, uint8_t* out) {
   const WeightFormat f = w.format;
-  const int64_t nb = w.k / kQuantBlock, T = packed_tile_bytes(f), bb = block_bytes(f);
+  const int64_t nb = w.k / kQuantBlock, bb = block_bytes(f);
   const auto* src = static_cast<const uint8_t*>(w.data);
   KQuantInts k;
   for (int64_t n = 0; n < w.n; ++n) {
-    uint8_t* group = out + n / kPackRows * nb * T;
+    uint8_t* group = out + n / kPackRows * packed_group_bytes(f, w.k);
+    const int r = int(n % kPackRows);
     for (int64_t sb = 0; sb < nb / 8; ++sb) {  // each super-block decoded once
       kquant_ints(f, src + n * w.row_bytes() + sb * bb, k);
-      for (int s = 0; s < 8; ++s) pack_sub(f, k, s, int(n % kPackRows), group + (8 * sb + s) * T);
+      uint8_t* head = group + packed_k_super_at(f, 8 * sb);
+      std::memcpy(head + 2 * r, &k.d, 2);
+      if (packed_k_min(f)) std::memcpy(head + 32 + 2 * r, &k.dmin, 2);
+      for (int s = 0; s < 8; ++s) pack_sub(f, k, s, r, group + packed_tile_at(f, 8 * sb + s));
     }
   }
 }
 
-float packed_kquant_dot(WeightFormat f, const uint8_t* tiles, int64_t nb, int r,
+float packed_kquant_dot(WeightFormat f, const uint8_t* group, int64_t nb, int r,
                         const ActBlock* a) {
-  const int64_t T = packed_tile_bytes(f), sc_at = packed_k_scale_at(f), mn_at = packed_k_min_at(f);
+  const int64_t sc_at = packed_k_scale_at(f), mn_at = packed_k_min_at(f);
   const int lo = packed_k_low_bits(f), hi = packed_k_high_bits(f), off = packed_k_offset(f);
   float acc = 0.0f, macc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* t = tiles + b * T;
+    const uint8_t* t = group + packed_tile_at(f, b);
+    const uint8_t* head = group + packed_k_super_at(f, b);  // d[16], dmin[16]
     int32_t p[2] = {0, 0};
     for (int j = 0; j < 32; ++j) {
       int q = get_bits(t, low_pos(f, r, j), lo);
       if (hi > 0) q |= get_bits(t, high_pos(f, r, j), hi) << lo;
       p[j / 16] += q * a[b].qs[j];
     }
-    const float dw = half_at(t + 2 * r), dm = packed_k_min(f) ? half_at(t + 32 + 2 * r) : 0.0f;
+    const float dw = half_at(head + 2 * r);
+    const float dm = packed_k_min(f) ? half_at(head + 32 + 2 * r) : 0.0f;
     if (!packed_k_sub16(f)) {  // Q4_K, Q5_K: Q4_1's steps with the exact d·sc and dmin·mn
       acc = std::fma(dw * float(s8(t, sc_at + r)) * a[b].d, float(p[0] + p[1]), acc);
       macc = std::fma(dm * float(s8(t, mn_at + r)), a[b].s, macc);

@@ -201,7 +201,7 @@ PAGODA_SIMD inline void store(const LinearWeight& w, float* y, int64_t m, int64_
 template <WeightFormat F, int NU, int MR>
 PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int64_t m, int64_t u,
                             float* y, bool prefetch = false) {
-  const int64_t next = u / 2 + 1, gstride = w.k / kQuantBlock * packed_tile_bytes(F);
+  const int64_t next = u / 2 + 1, gstride = packed_group_bytes(F, w.k);
   const uint8_t* pf = prefetch && next * kPackRows < w.n
                           ? static_cast<const uint8_t*>(w.data) + next * gstride
                           : nullptr;

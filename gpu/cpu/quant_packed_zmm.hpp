@@ -239,7 +239,7 @@ PAGODA_SIMD inline void store(const LinearWeight& w, float* y, int64_t m, int64_
 template <WeightFormat F, int NG, int MR>
 PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int64_t m, int64_t g,
                             float* y, bool prefetch = false) {
-  const int64_t nb = w.k / kQuantBlock, gstride = nb * packed_tile_bytes(F);
+  const int64_t nb = w.k / kQuantBlock, gstride = packed_group_bytes(F, w.k);
   const auto* base = static_cast<const uint8_t*>(w.data);
   const bool pf = prefetch && (g + NG) * kPackRows < w.n;
   __m512 out[NG * MR];
