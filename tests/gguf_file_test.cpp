@@ -6,7 +6,11 @@
 
 #include <simdjson.h>
 
+#include <cctype>
+#include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 
 #include "formats_test_util.hpp"
 #include "model/mapped_file.hpp"
@@ -148,6 +152,39 @@ TEST(MappedFile, MapsEmptyAndNonEmptyFilesAndMoves) {
   EXPECT_NE(missing.error().message.find("missing.bin: cannot open"), std::string::npos);
   EXPECT_NE(MappedFile::open(test::temp_dir()).error().message.find("not a regular file"),
             std::string::npos);
+}
+
+// This process's resident kB of the mapping that starts at `at` (/proc/self/smaps); -1 if absent.
+long resident_kb(const void* at) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t want = reinterpret_cast<uintptr_t>(at);
+  bool in = false;
+  for (std::string line; std::getline(smaps, line);) {
+    const size_t dash = line.find('-');
+    if (dash != std::string::npos && dash > 0 && line.find(' ') > dash &&
+        std::isxdigit(static_cast<unsigned char>(line[0]))) {
+      in = std::stoull(line.substr(0, dash), nullptr, 16) == want;
+    } else if (in && line.rfind("Rss:", 0) == 0) {
+      return std::stol(line.substr(4));
+    }
+  }
+  return -1;
+}
+
+// release_resident drops the pages read so far from this process's resident
+// set (the loader's way of not holding a packed weight twice), and the bytes
+// read the same afterwards (they fault back in from the file).
+TEST(MappedFile, ReleaseResidentDropsPagesAndKeepsContents) {
+  std::vector<uint8_t> bytes(size_t{8} << 20);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 131 + (i >> 12));
+  auto f = MappedFile::open(test::write_file("resident.bin", bytes));
+  ASSERT_TRUE(f.ok()) << f.error().message;
+  uint64_t sum = 0;
+  for (size_t i = 0; i < bytes.size(); i += 4096) sum += f->data()[i];  // touch every page
+  ASSERT_GE(resident_kb(f->data()), 8 * 1024 - 64) << "sum " << sum;
+  f->release_resident();
+  EXPECT_LE(resident_kb(f->data()), 64);
+  EXPECT_EQ(std::memcmp(f->data(), bytes.data(), bytes.size()), 0);
 }
 
 TEST(GgufFile, ReadsEveryValueTypeV3) {
