@@ -51,7 +51,10 @@ void WsSession::start(Request request, std::string subprotocol) {
   auto timeouts = websocket::stream_base::timeout::suggested(beast::role_type::server);
   timeouts.idle_timeout = options.idle_timeout;
   ws_.set_option(timeouts);
-  ws_.read_message_max(options.max_frame_bytes);
+  // The message limit is ours (on_read), not Beast's: Beast's own limit closes
+  // the socket with the rest of the message unread, which resets the
+  // connection and can destroy the 1009 close frame before the peer reads it.
+  ws_.read_message_max(0);
   ws_.set_option(websocket::stream_base::decorator([sub = std::move(subprotocol)](websocket::response_type& res) {
     res.set(http::field::server, "pagoda");
     if (!sub.empty()) res.set(http::field::sec_websocket_protocol, sub);
@@ -84,15 +87,16 @@ void WsSession::on_accept(error_code ec) {
 }
 
 void WsSession::do_read() {
-  ws_.async_read(rbuf_, [self = shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
+  reading_ = true;
+  ws_.async_read_some(rbuf_, kReadChunk, [self = shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
 }
 
 void WsSession::on_read(error_code ec) {
+  reading_ = false;
   if (ended_) return;
-  if (ec) {
-    if (ec == websocket::error::message_too_big) handler_->on_too_big();  // Beast sent close 1009
-    return finish();
-  }
+  if (ec) return finish();
+  if (rbuf_.size() > env_->context->options.max_frame_bytes) return reject_oversize();
+  if (!ws_.is_message_done()) return do_read();
   if (ws_.got_text()) {
     const auto data = rbuf_.cdata();
     handler_->on_text(std::string_view(static_cast<const char*>(data.data()), data.size()));
@@ -129,6 +133,15 @@ void WsSession::request_close(uint16_t code, std::string reason) {
   });
 }
 
+void WsSession::reject_oversize() {
+  // No further reads: Beast's close drains the rest of the message, waits for
+  // the peer's close and then shuts the socket down in order; the close's
+  // completion (or kill_timer_) ends the session.
+  rbuf_.consume(rbuf_.size());
+  handler_->on_too_big();  // its error frame is posted before the close below
+  request_close(uint16_t(websocket::close_code::too_big), "message over the frame limit");
+}
+
 void WsSession::on_offer(std::shared_ptr<const std::string> frame) {
   if (ended_ || close_sent_) {
     queued_bytes_.fetch_sub(frame->size());
@@ -145,7 +158,8 @@ void WsSession::maybe_write() {
       close_sent_ = true;
       ws_.async_close(websocket::close_reason(websocket::close_code(pending_close_->first), pending_close_->second),
                       [self = shared_from_this()](error_code ec) {
-                        if (ec) self->kill();  // else the read loop ends with `closed`
+                        if (ec) self->kill();  // else a pending read ends with `closed`
+                        if (!self->reading_) self->finish();
                       });
     }
     return;

@@ -2,8 +2,10 @@
 // HttpSession after the upgrade checks (Origin, API key) passed.
 //
 // Accepts with timeout::suggested(server) (idle_timeout from the options,
-// keep-alive pings), read_message_max = max_frame_bytes (an oversize message:
-// handler->on_too_big(), Beast closes with 1009) and echoes the chosen
+// keep-alive pings) and reads each message in chunks of kReadChunk; a message
+// over max_frame_bytes gets handler->on_too_big(), its error frame, and a close
+// with 1009 after which the rest of the message is drained (never a reset that
+// could lose the close frame). Echoes the chosen
 // subprotocol (bearer.KEY). Text frames go to handler->on_text, binary ones to
 // handler->on_binary. The handler's WsChannel queues frames on the strand with
 // one write in flight; queued bytes over max_queued_bytes close the socket
@@ -34,6 +36,7 @@ class WsSession : public Connection, public std::enable_shared_from_this<WsSessi
   using Socket = boost::asio::ip::tcp::socket;
   using Request = boost::beast::http::request<boost::beast::http::string_body>;
   static constexpr std::chrono::seconds kCloseGrace{2};
+  static constexpr size_t kReadChunk = 64 * 1024;  // bytes appended to rbuf_ per read
 
   WsSession(Socket socket, std::shared_ptr<const SessionEnv> env, ConnectionSlot slot);
   ~WsSession() override;
@@ -51,6 +54,7 @@ class WsSession : public Connection, public std::enable_shared_from_this<WsSessi
   void on_accept(boost::system::error_code ec);
   void do_read();
   void on_read(boost::system::error_code ec);
+  void reject_oversize();
   void on_offer(std::shared_ptr<const std::string> frame);
   void maybe_write();
   void on_write(boost::system::error_code ec);
@@ -68,7 +72,7 @@ class WsSession : public Connection, public std::enable_shared_from_this<WsSessi
   std::atomic<size_t> queued_bytes_{0};
   std::atomic<bool> closing_{false};  // no more frames accepted
   // Strand-only state.
-  bool accepted_ = false, writing_ = false, close_sent_ = false, ended_ = false;
+  bool accepted_ = false, writing_ = false, reading_ = false, close_sent_ = false, ended_ = false;
   std::optional<std::pair<uint16_t, std::string>> pending_close_;
 };
 

@@ -373,6 +373,22 @@ TEST_F(HttpServerTest, WebSocketOversizeMessageCloses1009) {
   EXPECT_TRUE(seen_.wait([&] { return seen_.too_big == 1 && seen_.ws_closed == 1; }));
 }
 
+TEST_F(HttpServerTest, WebSocketOversizeMessageIsDrainedBeforeAnOrderlyClose) {
+  // A message far over the limit: the server must read past the rest of it
+  // rather than close with it unread (a TCP reset, which can destroy the 1009
+  // close frame before the client reads it), so the client's write completes
+  // and its read ends with a clean `closed` carrying 1009.
+  ctx_->options.max_frame_bytes = 1024;
+  start();
+  WsClient ws(port_);
+  ASSERT_FALSE(ws.connect("/v1/ws"));
+  EXPECT_FALSE(ws.write(std::string(8 << 20, 'a')));
+  std::string got;
+  EXPECT_EQ(ws.read(got), boost::beast::websocket::error::closed);
+  EXPECT_EQ(ws.reason().code, 1009);
+  EXPECT_TRUE(seen_.wait([&] { return seen_.too_big == 1 && seen_.ws_closed == 1; }));
+}
+
 TEST_F(HttpServerTest, SlowWebSocketConsumerIsClosed1008) {
   ctx_->options.max_queued_bytes = 256 * 1024;
   start();
