@@ -340,7 +340,7 @@ TEST(QuantMatmul, MatchesReferencesWithinQuantizationBound) {
 
 // Every compiled SIMD variant the CPU supports gives the scalar kernel's
 // bits, on shapes that exercise every tile remainder (M % 4 and M % 8: the
-// AVX-512 packed kernel's 8-row steps; N % NR; M past the packed split's
+// AVX-512 packed kernel's 8-row steps; 16 <= M <= 32: its 16-row passes; N % NR; M past the packed split's
 // 64-row blocks), the model's shapes, extreme scales, zero and non-finite
 // blocks.
 class QuantVariant : public ::testing::TestWithParam<QuantIsa> {};
@@ -357,7 +357,8 @@ TEST_P(QuantVariant, EqualsScalarBitForBit) {
                           {6, 192, 1536}, {1, 4099, 64}, {33, 67, 576},  {64, 576, 1536},
                           {8, 40, 64},   {16, 129, 256}, {70, 37, 96},  {135, 300, 64},
                           {1, 1, 256},   {3, 17, 512},   {9, 70, 768},  {67, 33, 256},
-                          {135, 40, 256}, {4, 35, 512},  {1, 301, 512}, {17, 20, 256}};
+                          {135, 40, 256}, {4, 35, 512},  {1, 301, 512}, {17, 20, 256},
+                          {32, 40, 512},  {24, 19, 256}};
   int64_t compared = 0;
   for (WeightFormat f : kFormats) {
     for (const Shape& s : shapes) {

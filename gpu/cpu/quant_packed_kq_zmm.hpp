@@ -161,3 +161,65 @@ PAGODA_SIMD inline void kmicro(const uint8_t* g, int64_t gstride, const ActBlock
     out[i] = kMin ? _mm512_sub_ps(acc[i / MR][i % MR], macc[i / MR][i % MR]) : acc[i / MR][i % MR];
   }
 }
+
+#if PAGODA_VNNI
+// kmicro for one group and 16 activation rows (decode batches of 16..32 rows),
+// Q4_K and Q5_K (one scale per 32 elements): each tile is unpacked once for
+// all 16 rows, whose sums run as one vpdpbusd chain each (16 chains hide the
+// latency; int32 sums are exact, so the chain's order does not matter). The
+// 16 accumulators and 8 weight vectors fill the registers, so the minimum
+// term (Q4_K, Q5_K: dmin·mn·s per block) is summed in a second pass over the
+// headers, block by block in the same order, and subtracted as kmicro does:
+// the same fp32 operations in the same order, so the scalar kernel's bits.
+template <WeightFormat F>
+PAGODA_SIMD inline void kmicro_wide(const uint8_t* g, const ActBlock* const* a, int64_t nb,
+                                    __m512* out, const uint8_t* pf) {
+  static_assert(!packed_k_sub16(F) && packed_k_offset(F) == 0);
+  constexpr int kRows = 16;
+  constexpr int64_t kHead = packed_k_super_header(F), kTile = packed_tile_bytes(F);
+  constexpr int64_t kSpan = kHead + kTile + 64;
+  __m512 acc[kRows];
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+  int64_t head_at = 0, tile_at = kHead;
+  for (int64_t b = 0; b < nb; ++b, tile_at += kTile) {
+    if (b % 8 == 0 && b > 0) head_at = tile_at, tile_at += kHead;
+    if (pf != nullptr) {
+#pragma GCC unroll 9
+      for (int64_t off = 0; off < kSpan; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf + tile_at - kHead + off), _MM_HINT_T1);
+      }
+    }
+    const uint8_t* t = g + tile_at;
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + head_at)));
+    const __m512 d0 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(load_s8x16(t + packed_k_scale_at(F))));
+    __m512i v[8];
+    kunpack<F>(t + packed_k_header(F), v);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      const ActBlock& ab = a[r][b];
+      __m512i p = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        p = _mm512_dpbusd_epi32(p, v[c], bcast4(ab.qs + 4 * c));
+        p = _mm512_dpbusd_epi32(p, v[c + 4], bcast4(ab.qs + 16 + 4 * c));
+      }
+      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, _mm512_set1_ps(ab.d)), _mm512_cvtepi32_ps(p), acc[r]);
+    }
+  }
+  __m512 macc[kRows];
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) macc[r] = _mm512_setzero_ps();
+  head_at = 0, tile_at = kHead;
+  for (int64_t b = 0; b < nb; ++b, tile_at += kTile) {
+    if (b % 8 == 0 && b > 0) head_at = tile_at, tile_at += kHead;
+    const __m512 dm =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + head_at + 32)));
+    const __m512 m0 = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(load_s8x16(g + tile_at + packed_k_min_at(F))));
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) macc[r] = _mm512_fmadd_ps(m0, _mm512_set1_ps(a[r][b].s), macc[r]);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < kRows; ++r) out[r] = _mm512_sub_ps(acc[r], macc[r]);
+}
+#endif

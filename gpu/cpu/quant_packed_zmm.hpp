@@ -244,7 +244,12 @@ PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int
   const bool pf = prefetch && (g + NG) * kPackRows < w.n;
   __m512 out[NG * MR];
   const uint8_t* next = pf ? base + (g + NG) * gstride : nullptr;
-  if constexpr (packed_kquant(F)) {
+  if constexpr (packed_kquant(F) && MR > 8) {
+#if PAGODA_VNNI
+    static_assert(NG == 1 && MR == 16);
+    kmicro_wide<F>(base + g * gstride, a, nb, out, next);
+#endif
+  } else if constexpr (packed_kquant(F)) {
     kmicro<F, NG, MR>(base + g * gstride, gstride, a, nb, out, next);
   } else {
     micro<F, NG, MR>(base + g * gstride, gstride, a, nb, out, next);
@@ -273,7 +278,9 @@ PAGODA_SIMD void tile(const LinearWeight& w, const ActBlock* act, float* y, int6
   // 32 zmm registers). Longer prefill blocks measured faster in passes of 8
   // (M = 512: 1457 vs 1623 ms for a 1B prompt of 512 tokens).
   constexpr int kMR = 8;
-  constexpr bool kWide = PAGODA_VNNI && !packed_has_offset(F) && !packed_kquant(F);
+  // K-quants: Q4_K and Q5_K (one scale per 32 elements) through kmicro_wide.
+  constexpr bool kWideK = F == WeightFormat::Q4_K || F == WeightFormat::Q5_K;
+  constexpr bool kWide = PAGODA_VNNI && ((!packed_has_offset(F) && !packed_kquant(F)) || kWideK);
   for (int64_t g = g0; g < g1; ++g) {
     int64_t m = m0;
     if constexpr (kWide) {
