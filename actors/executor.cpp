@@ -29,6 +29,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
   if (o.wrap_backend) ex->backend_ = o.wrap_backend(std::move(ex->backend_));
   model::LoadOptions lo;
   lo.precision = o.precision;
+  lo.kv_dtype = o.kv_dtype;
   lo.max_num_batched_tokens = o.max_num_batched_tokens;
   lo.max_num_seqs = o.max_num_seqs;
   lo.max_logits_rows = o.max_num_seqs + std::max(o.max_speculative_rows, 0);

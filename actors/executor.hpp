@@ -59,6 +59,7 @@ struct ExecutorOptions {
   gpu::BackendKind backend = gpu::BackendKind::kAuto;
   model::WeightPrecision precision = model::WeightPrecision::kQuantized;
   uint64_t kv_cache_bytes = uint64_t(256) << 20;
+  std::optional<gpu::KvDtype> kv_dtype;  // nullopt: model::kv_dtype_for's auto choice
   int32_t num_blocks = 0;  // > 0: exactly this many blocks (kv_cache_bytes ignored)
   int32_t block_size = 16;
   int32_t max_num_seqs = 64;

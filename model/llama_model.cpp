@@ -89,6 +89,12 @@ Result<LoadOptions> resolve_options(LoadOptions o, const ModelConfig& c) {
   if (o.max_num_batched_tokens <= 0 || o.max_num_seqs <= 0 || o.max_logits_rows <= 0) {
     return make_error("load: max_num_batched_tokens, max_num_seqs, max_logits_rows must be > 0");
   }
+  if (o.kv_dtype == gpu::KvDtype::kBF16 && c.head_dim > kCpuBf16KvMaxHeadDim) {
+    // The CUDA kernels take any head_dim they load; the CPU's widening buffer does not.
+    return make_error("load: a bf16 KV cache on the CPU needs head_dim <= " +
+                      std::to_string(kCpuBf16KvMaxHeadDim) + " (the model has " +
+                      std::to_string(c.head_dim) + "); use --kv-cache-dtype f32");
+  }
   return o;
 }
 
@@ -163,13 +169,20 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const std::string& model_pa
   return model;
 }
 
+gpu::KvDtype kv_dtype_for(gpu::BackendKind kind, const LoadOptions& o, int32_t head_dim) {
+  if (o.kv_dtype) return *o.kv_dtype;
+  if (kind == gpu::BackendKind::kCuda) return gpu::KvDtype::kBF16;
+  const bool bf16 = o.precision == WeightPrecision::kQuantized && head_dim <= kCpuBf16KvMaxHeadDim;
+  return bf16 ? gpu::KvDtype::kBF16 : gpu::KvDtype::kF32;
+}
+
 gpu::KvCacheSpec LlamaModel::kv_cache_spec() const {
   gpu::KvCacheSpec spec;
   spec.num_layers = config().num_layers;
   spec.num_kv_heads = config().num_kv_heads;
   spec.head_dim = config().head_dim;
   spec.block_size = options_.block_size;
-  spec.dtype = backend_.kind() == gpu::BackendKind::kCuda ? gpu::KvDtype::kBF16 : gpu::KvDtype::kF32;
+  spec.dtype = kv_dtype_for(backend_.kind(), options_, config().head_dim);
   return spec;
 }
 

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gpu/backend.hpp"
@@ -72,12 +73,22 @@ struct LoadOptions {
   // the padded step after two failed captures: the executor turns this on
   // only on CUDA.
   bool step_graphs = false;
+  // The KV cache's element type; nullopt = auto: bf16 on CUDA; on the CPU
+  // bf16 for quantized weights (half the cache bytes a step reads and the
+  // memory a token holds) and fp32 for exact ones (the path that matches
+  // transformers). CPU bf16 needs head_dim <= 512 (kv_cache_spec says so).
+  std::optional<gpu::KvDtype> kv_dtype;
   int32_t step_graph_max_batch = 256;
   std::function<void(int32_t done, int32_t total)> progress;  // per loaded layer
   // --load-format dummy: random weights of the config's shape (model/dummy_weights.hpp).
   LoadFormat load_format = LoadFormat::kAuto;
   DummyDtype dummy_dtype = DummyDtype::kAuto;
 };
+
+// The KV cache dtype a model with this head_dim gets on a `kind` backend
+// under options `o` (LoadOptions::kv_dtype; auto when unset).
+inline constexpr int32_t kCpuBf16KvMaxHeadDim = 512;  // gpu/cpu/paged_attention.cpp's kMaxWidenD
+gpu::KvDtype kv_dtype_for(gpu::BackendKind kind, const LoadOptions& o, int32_t head_dim);
 
 // An Error naming what the kernels of a `kind` backend lack for this model
 // (Gemma's attention soft-cap, sliding window, GeGLU and scale/soft-cap ops,

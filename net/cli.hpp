@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu/kv_cache_layout.hpp"
+
 namespace pagoda::net {
 
 // A JSON array of numbers, e.g. token ids or logprobs: "[1,2,3]".
@@ -45,7 +47,8 @@ inline void add_load_format_options(CLI::App* cmd, std::string& load_format,
 // --cuda-split-k N (0: off), --cuda-prefill-kernel fa2|rowwise,
 // --no-async-uploads; speculative decoding for requests that do not choose:
 // --speculative off|ngram, --num-speculative-tokens K, --prompt-lookup-min N,
-// --prompt-lookup-max N, --speculative-max-batch N.
+// --prompt-lookup-max N, --speculative-max-batch N; --kv-cache-dtype
+// auto|f32|bf16 (auto: model::kv_dtype_for).
 struct EngineRuntimeArgs {
   bool no_async_scheduling = false;
   double step_timeout_s = 300.0;
@@ -58,6 +61,7 @@ struct EngineRuntimeArgs {
   int32_t num_speculative_tokens = 4, prompt_lookup_min = 1, prompt_lookup_max = 4;
   int32_t speculative_max_batch = 1;
   int32_t draft_kv_blocks = 0;  // 0: as many blocks as the target's pool
+  std::string kv_cache_dtype = "auto";
 };
 
 inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
@@ -82,6 +86,10 @@ inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
       ->check(CLI::IsMember({"fa2", "rowwise"}));
   cmd->add_flag("--no-async-uploads", a.no_async_uploads,
                 "CUDA: synchronous metadata uploads instead of cudaMemcpyAsync from pinned memory");
+  cmd->add_option("--kv-cache-dtype", a.kv_cache_dtype,
+                  "KV cache element type: auto (CUDA: bf16; CPU: bf16 with --precision quantized, "
+                  "f32 with exact), f32 or bf16")
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}));
   cmd->add_option("--speculative", a.speculative,
                   "Speculative decoding for requests that do not choose: off, ngram (prompt "
                   "lookup) or draft:MODEL (a smaller model with the same tokenizer; requests may "
@@ -124,6 +132,8 @@ void apply_engine_runtime_options(const EngineRuntimeArgs& a, EngineOptions& o) 
   o.speculative.config.min_n = a.prompt_lookup_min;
   o.speculative.config.max_n = a.prompt_lookup_max;
   o.speculative_max_batch = a.speculative_max_batch;
+  if (a.kv_cache_dtype == "f32") o.kv_dtype = gpu::KvDtype::kF32;
+  if (a.kv_cache_dtype == "bf16") o.kv_dtype = gpu::KvDtype::kBF16;
 }
 
 void add_inspect_command(CLI::App& app, int& exit_code);

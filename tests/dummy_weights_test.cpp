@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "gpu/quant_format.hpp"
 #include "model/dummy_weights.hpp"
@@ -49,7 +50,9 @@ TEST(DummyUniform, PureFunctionOfSeedTensorAndIndex) {
 }
 
 // Prefill of `prompt` then 3 greedy decode steps; returns every logits row.
-std::vector<float> run_model(const std::string& path, DummyDtype dtype, WeightPrecision precision) {
+// kv: the KV cache dtype (nullopt: the auto choice, bf16 with quantized weights).
+std::vector<float> run_model(const std::string& path, DummyDtype dtype, WeightPrecision precision,
+                             std::optional<gpu::KvDtype> kv = std::nullopt) {
   auto backend = gpu::make_backend(gpu::BackendKind::kCpu);
   EXPECT_TRUE(backend.ok());
   model::LoadOptions lo;
@@ -59,6 +62,7 @@ std::vector<float> run_model(const std::string& path, DummyDtype dtype, WeightPr
   lo.max_num_batched_tokens = 64;
   lo.max_num_seqs = 2;
   lo.max_model_len = 128;
+  lo.kv_dtype = kv;
   auto m = model::LlamaModel::load(path, **backend, lo);
   EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message);
   if (!m.ok()) return {};
@@ -97,9 +101,10 @@ TEST(DummyModel, TinyConfigRunsAndIsReproducible) {
   const std::vector<float> b = run_model(kTiny, DummyDtype::kAuto, WeightPrecision::kExact);
   expect_finite_and_spread(a);
   EXPECT_EQ(a, b);  // bitwise: fixed seed, same backend
-  // f32 and bf16 storage of the same bf16-rounded values: the same model.
+  // f32 and bf16 storage of the same bf16-rounded values: the same model
+  // (with the exact path's fp32 KV cache).
   EXPECT_EQ(a, run_model(kTiny, DummyDtype::kBf16, WeightPrecision::kExact));
-  EXPECT_EQ(a, run_model(kTiny, DummyDtype::kF32, WeightPrecision::kQuantized));
+  EXPECT_EQ(a, run_model(kTiny, DummyDtype::kF32, WeightPrecision::kQuantized, gpu::KvDtype::kF32));
 }
 
 TEST(DummyModel, QuantizedDtypesRun) {

@@ -24,7 +24,7 @@
 // CUDA timings use events on the backend's stream (3 warm-up calls, then the
 // mean of N); CPU timings use steady_clock. Without a device only the CPU
 // part runs; builds without CUDA have only the CPU part.
-// Usage: bench_kernels [--json FILE] [--quick] [--cpu-matmul-only] [--gemv]
+// Usage: bench_kernels [--json FILE] [--quick] [--cpu-matmul-only] [--gemv] [--cpu-attention]
 //                      [--llama1b [--format q4_0|q8_0|q4_1|q5_0|q5_1|iq4_nl|iq4_xs|q2_k..q6_k]
 //                                 [--m 1,16,...] [--one-thread-only]]
 //                      [--isa NAME[,NAME...]] [--ceilings-only]
@@ -171,10 +171,11 @@ std::string attention_case(Backend& be, const AttnShape& s, KvDtype dtype, int p
   const double gbps = bytes / sec / 1e9;
   char line[512];
   std::snprintf(line, sizeof line,
-                "{\"name\":\"%s\",\"backend\":\"%s\",\"seqs\":%d,\"ctx\":%d,\"Hq\":%d,\"Hk\":%d,"
+                "{\"name\":\"%s\",\"backend\":\"%s\",\"dtype\":\"%s\",\"seqs\":%d,\"ctx\":%d,\"Hq\":%d,\"Hk\":%d,"
                 "\"D\":%d,\"block\":%d,\"partition\":%d,\"us\":%.2f,\"gb_per_s\":%.1f,"
                 "\"peak_fraction\":%.3f}",
-                s.name, be.kind() == BackendKind::kCuda ? "cuda" : "cpu", s.seqs, s.ctx, s.Hq,
+                s.name, be.kind() == BackendKind::kCuda ? "cuda" : "cpu",
+                dtype == KvDtype::kF32 ? "f32" : "bf16", s.seqs, s.ctx, s.Hq,
                 s.Hk, s.D, s.BS, partition, sec * 1e6, gbps,
                 peak_bps > 0 ? bytes / sec / peak_bps : 0.0);
   std::fprintf(stderr, "%s\n", line);
@@ -298,17 +299,34 @@ std::string join(const std::vector<std::string>& v) {
   return s + (v.empty() ? "]" : "\n  ]");
 }
 
+// --cpu-attention: decode attention on the CPU backend at 4k-token contexts
+// (Llama-3.2-1B's heads: 32 q, 8 kv, D 64; one and four sequences), fp32
+// and bf16 caches; one JSON line per case on stdout.
+int cpu_attention_cases(bool quick) {
+  auto cpu = std::move(make_backend(BackendKind::kCpu)).value();
+  const AttnShape shapes[] = {{"llama1b-4k", 1, 4096, 32, 8, 64, 16},
+                              {"llama1b-4k", 4, 4096, 32, 8, 64, 16},
+                              {"llama1b-512", 16, 512, 32, 8, 64, 16}};
+  for (const AttnShape& s : shapes) {
+    for (KvDtype dtype : {KvDtype::kF32, KvDtype::kBF16}) {
+      std::printf("%s\n", attention_case(*cpu, s, dtype, 0, 0, quick ? 5 : 20).c_str());
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false, cpu_matmul_only = false, llama1b = false, gemv_only = false;
-  bool ceilings_only = false;
+  bool ceilings_only = false, cpu_attention_only = false;
   pagoda::tools::CpuMatmulOptions opt;
   WeightFormat llama_format = WeightFormat::Q4_0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--cpu-attention")) cpu_attention_only = true;
     if (!std::strcmp(argv[i], "--cpu-matmul-only")) cpu_matmul_only = true;
     if (!std::strcmp(argv[i], "--gemv")) gemv_only = true;
     if (!std::strcmp(argv[i], "--ceilings-only")) ceilings_only = cpu_matmul_only = true;
@@ -349,6 +367,7 @@ int main(int argc, char** argv) {
     }
   }
   std::fprintf(stderr, "bench_kernels: %s\n", cpu::cpu_isa_summary().c_str());
+  if (cpu_attention_only) return cpu_attention_cases(quick);
   std::vector<std::string> attn, prefill, sampling, matmul, cpu_matmul, gemv;
   std::string device = "none", reason;
   double peak_bps = 0, copy_bps = 0;

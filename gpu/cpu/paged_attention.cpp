@@ -29,6 +29,10 @@
 // the kernels' softcap on the scores, before the mask and the softmax.
 // Split-K: each (row, partition) writes a normalised partial output and its
 // log-sum-exp; merge_partials combines them with weights exp(lse_i - max lse).
+// KV dtype: an fp32 cache is read in place; a bf16 cache (half the bytes per
+// step) is widened chunk by chunk into fp32 scratch on the item's thread
+// (exact), so its results are the fp32 kernels' on the bf16 values, bit for
+// bit. bf16 requires head_dim <= kMaxWidenD.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -46,6 +50,7 @@ namespace {
 constexpr int32_t kRowTile = 16;
 constexpr int32_t kMaxGroupChunk = 16;
 constexpr int32_t kMaxTransposedD = 256;  // larger head_dims skip the transposed-key path
+constexpr int32_t kMaxWidenD = 512;       // the largest head_dim of a bf16 cache
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Keys [0, kv_end) that row (seq s, index i of its q_len rows) attends.
@@ -88,10 +93,10 @@ struct ItemRun {
     return it.kv_head * (p.num_q_heads / p.layout.num_kv_heads) + it.group_begin + g;
   }
   int32_t init(const AttentionScratch::Item& it, TileState& st) const;
-  std::pair<const float*, const float*> block_kv(const AttentionScratch::Item& it,
-                                                 int32_t b) const;
+  std::pair<const char*, const char*> block_kv(const AttentionScratch::Item& it, int32_t b) const;
+  // wbuf: nullptr for an fp32 cache; for bf16, 2 kChunk D floats (64-byte aligned).
   void attend_block(const AttentionScratch::Item& it, TileState& st, int32_t b, int32_t lo,
-                    int32_t hi) const;
+                    int32_t hi, float* wbuf) const;
   void attend_chunk(const AttentionScratch::Item& it, TileState& st, int32_t r, const float* kc,
                     const float* vc, int32_t n, const float* kt, int32_t skip) const;
   void finish(const AttentionScratch::Item& it, TileState& st) const;
@@ -120,30 +125,34 @@ int32_t ItemRun::init(const AttentionScratch::Item& it, TileState& st) const {
   return hi;
 }
 
-// K and V of the item's kv head in logical block b of its sequence.
-std::pair<const float*, const float*> ItemRun::block_kv(const AttentionScratch::Item& it,
-                                                        int32_t b) const {
+// K and V (bytes) of the item's kv head in logical block b of its sequence:
+// [block_size, D] elements of the cache's dtype each.
+std::pair<const char*, const char*> ItemRun::block_kv(const AttentionScratch::Item& it,
+                                                      int32_t b) const {
   const KvCacheLayout& L = p.layout;
   assert(b < p.meta.max_blocks_per_seq);
   const int64_t trow = p.meta.block_table_rows ? p.meta.block_table_rows[it.seq] : it.seq;
   const int64_t phys = p.meta.block_tables[trow * p.meta.max_blocks_per_seq + b];
   assert(phys >= 0 && phys < L.num_blocks);
-  return {static_cast<const float*>(p.k_cache) + L.offset(phys, it.kv_head, 0),
-          static_cast<const float*>(p.v_cache) + L.offset(phys, it.kv_head, 0)};
+  const int64_t at = L.offset(phys, it.kv_head, 0) * kv_dtype_bytes(p.dtype);
+  return {static_cast<const char*>(p.k_cache) + at, static_cast<const char*>(p.v_cache) + at};
 }
 
 void ItemRun::attend_block(const AttentionScratch::Item& it, TileState& st, int32_t b,
-                           int32_t lo, int32_t hi) const {
+                           int32_t lo, int32_t hi, float* wbuf) const {
   const KvCacheLayout& L = p.layout;
   const int32_t BS = L.block_size, D = L.head_dim;
-  const auto [kb, vb] = block_kv(it, b);
+  const auto [kbytes, vbytes] = block_kv(it, b);
   if ((b + 1) * BS < hi) {  // the item's next block: start its K/V on the way from memory
     const auto [kn, vn] = block_kv(it, b + 1);
-    for (int64_t i = 0; i < int64_t{BS} * D; i += 64 / sizeof(float)) {
+    for (int64_t i = 0; i < int64_t{BS} * D * kv_dtype_bytes(p.dtype); i += 64) {
       __builtin_prefetch(kn + i);
       __builtin_prefetch(vn + i);
     }
   }
+  const bool widen = wbuf != nullptr;  // bf16: the chunk's K and V, [kChunk, D] fp32 each
+  float* kw = wbuf;
+  float* vw = widen ? wbuf + attn::kChunk * D : nullptr;
   // Row r folds keys [j0, j1[r]) of the block; chunks start at j0 + i kChunk for every row.
   const int32_t j0 = std::max(b * BS, lo) - b * BS;
   int32_t j1[kRowTile], jmax = j0, rows = 0;
@@ -155,12 +164,20 @@ void ItemRun::attend_block(const AttentionScratch::Item& it, TileState& st, int3
   alignas(64) float kt[kMaxTransposedD * attn::kChunk];  // [D, kChunk]
   const bool transposed = k.transpose != nullptr && rows >= 2 && D <= kMaxTransposedD;
   for (int32_t c = j0; c < jmax; c += attn::kChunk) {
-    if (transposed) k.transpose(kb + int64_t{c} * D, std::min(attn::kChunk, jmax - c), D, kt);
+    const int32_t nc = std::min(attn::kChunk, jmax - c);
+    const float* kb = reinterpret_cast<const float*>(kbytes) + int64_t{c} * D;
+    const float* vb = reinterpret_cast<const float*>(vbytes) + int64_t{c} * D;
+    if (widen) {
+      k.widen(reinterpret_cast<const uint16_t*>(kbytes) + int64_t{c} * D, int64_t{nc} * D, kw);
+      k.widen(reinterpret_cast<const uint16_t*>(vbytes) + int64_t{c} * D, int64_t{nc} * D, vw);
+      kb = kw, vb = vw;
+    }
+    if (transposed) k.transpose(kb, nc, D, kt);
     for (int32_t r = 0; r < it.row_end - it.row_begin; ++r) {
       const int32_t n = std::min(attn::kChunk, j1[r] - c);
       const int32_t skip = st.kv_begin[r] - (b * BS + c);  // keys of the chunk before the window
       if (n <= 0 || skip >= n) continue;
-      attend_chunk(it, st, r, kb + int64_t{c} * D, vb + int64_t{c} * D, n,
+      attend_chunk(it, st, r, kb, vb, n,
                    transposed ? kt : nullptr, std::max(skip, 0));
     }
   }
@@ -220,8 +237,11 @@ void ItemRun::run(const AttentionScratch::Item& it) const {
   const int32_t part_lo = it.partition < 0 ? 0 : it.partition * P;
   if (it.partition >= 0) hi = std::min(hi, part_lo + P);
   const int32_t lo = std::max(part_lo, st.lo / BS * BS);  // P is a multiple of BS
+  // The widening buffer of this thread (bf16 caches only), reused by its items.
+  alignas(64) static thread_local float wbuf[2 * attn::kChunk * kMaxWidenD];
+  float* widen = p.dtype == KvDtype::kBF16 ? wbuf : nullptr;
   for (int32_t b = lo / p.layout.block_size; b * p.layout.block_size < hi; ++b) {
-    attend_block(it, st, b, lo, hi);
+    attend_block(it, st, b, lo, hi, widen);
   }
   finish(it, st);
 }
@@ -326,7 +346,7 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool& pool, AttentionS
 void paged_attention(const PagedAttentionParams& p, ThreadPool& pool, AttentionScratch& scratch,
                      AttnIsa isa) {
   const AttentionMetadata& m = p.meta;
-  assert(p.dtype == KvDtype::kF32);
+  assert(p.dtype == KvDtype::kF32 || (p.dtype == KvDtype::kBF16 && p.layout.head_dim <= kMaxWidenD));
   assert(p.layout.num_kv_heads > 0 && p.num_q_heads % p.layout.num_kv_heads == 0);
   assert(attn_isa_unsupported_reason(isa).empty());
   const int64_t row_elems = int64_t{p.num_q_heads} * p.layout.head_dim;

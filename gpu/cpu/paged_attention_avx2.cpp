@@ -194,11 +194,20 @@ PAGODA_ATTN_TARGET void scale(float* x, float a, int32_t D) {
   for (int32_t d = 0; d < D; d += 8) _mm256_storeu_ps(x + d, _mm256_mul_ps(_mm256_loadu_ps(x + d), av));
 }
 
+PAGODA_ATTN_TARGET void widen(const uint16_t* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const auto w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))), 16);
+    _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(w));
+  }
+  widen_bf16(src + i, n - i, dst + i);
+}
+
 }  // namespace
 
 const Kernels& avx2_kernels() {
   static const Kernels k{&scores, &weights, &pv, &scale, &exp16, 16, nullptr, nullptr,
-                         &softcap_avx2};
+                         &softcap_avx2, &widen};
   return k;
 }
 

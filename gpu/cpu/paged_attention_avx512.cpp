@@ -285,11 +285,21 @@ PAGODA_ATTN_TARGET void scale(float* x, float a, int32_t D) {
   for (int32_t d = 0; d < D; d += 16) _mm512_storeu_ps(x + d, _mm512_mul_ps(_mm512_loadu_ps(x + d), av));
 }
 
+PAGODA_ATTN_TARGET void widen(const uint16_t* src, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const auto w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))), 16);
+    _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(w));
+  }
+  widen_bf16(src + i, n - i, dst + i);
+}
+
 }  // namespace
 
 const Kernels& avx512_kernels() {
   static const Kernels k{&scores, &weights, &pv, &scale, &exp16, 16, &transpose, &scores_t,
-                         &softcap_avx2};  // the AVX2 soft-cap: the same bits as the AVX2 variant
+                         &softcap_avx2,  // the AVX2 soft-cap: the same bits as the AVX2 variant
+                         &widen};
   return k;
 }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "gpu/cpu/cpu_ops.hpp"
 #include "gpu/cpu/exp_avx2.hpp"
@@ -58,6 +59,9 @@ struct Kernels {
   // (entries l >= n keep their -inf). Portable: std::tanh; AVX2 and AVX-512
   // both run softcap_avx2 below (the same bits).
   void (*softcap)(float* s, int32_t nh, int32_t n, float cap);
+  // dst[i] = the fp32 value of bf16 src[i] for i < n (exact; every variant
+  // gives the same bits): a bf16 cache's chunk widened for the kernels above.
+  void (*widen)(const uint16_t* src, int64_t n, float* dst);
 };
 
 const Kernels& portable_kernels();
@@ -99,8 +103,8 @@ __attribute__((target("avx2,fma"))) inline void softcap_avx2(float* s, int32_t n
   }
 }
 
-// Portable helpers (the portable variant and split-K's merge):
-// acc[i] += w * v[i] and x[i] *= a over n floats, in 8-wide blocks so that the
+// Portable helpers (the portable variant and split-K's merge; widen_bf16 is
+// also the SIMD variants' tail): acc[i] += w * v[i] and x[i] *= a over n floats, in 8-wide blocks so that the
 // compiler vectorises them.
 inline void axpy(float* __restrict acc, float w, const float* __restrict v, int32_t n) {
   int32_t i = 0;
@@ -108,6 +112,13 @@ inline void axpy(float* __restrict acc, float w, const float* __restrict v, int3
     for (int32_t j = 0; j < 8; ++j) acc[i + j] += w * v[i + j];
   }
   for (; i < n; ++i) acc[i] += w * v[i];
+}
+
+inline void widen_bf16(const uint16_t* src, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = uint32_t(src[i]) << 16;
+    std::memcpy(dst + i, &bits, sizeof(float));
+  }
 }
 
 inline void scale_in_place(float* x, float a, int32_t n) {

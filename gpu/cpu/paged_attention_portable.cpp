@@ -80,7 +80,7 @@ void softcap(float* s, int32_t nh, int32_t n, float cap) {
 
 const Kernels& portable_kernels() {
   static const Kernels k{&scores, &weights, &pv, &scale_in_place, &exp16, 1, nullptr, nullptr,
-                         &softcap};
+                         &softcap, &widen_bf16};
   return k;
 }
 
