@@ -401,10 +401,11 @@ def test_slow_consumer_does_not_stall_others(server):
 
 
 def test_request_larger_than_the_kv_cache_ends(pagoda_bin, model_path, tmp_path):
-    """A server of its own (64 MiB of KV: 91 blocks): n = 8 samples of 200
+    """A server of its own (64 MiB of fp32 KV: 91 blocks): n = 8 samples of 200
     tokens need ~103 blocks. The request must still end (whatever the finish
     reason), its blocks must come back, and the next request must run."""
-    own = start_server(pagoda_bin, model_path, tmp_path / "server.log")
+    own = start_server(pagoda_bin, model_path, tmp_path / "server.log",
+                       extra_args=("--kv-cache-dtype", "f32"))
     try:
         with Ws(own) as ws:
             assert ws.hello["kv_blocks_total"] * ws.hello["block_size"] < 8 * 200
