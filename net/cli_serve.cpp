@@ -187,6 +187,11 @@ Result<void> run_serve(ServeArgs a) {
     return engine.error();
   }
   ctx->engine = std::move(*engine);
+  {
+    const int64_t blocks = ctx->engine->num_kv_blocks(), bs = ctx->engine->options().block_size;
+    std::cerr << "pagoda: kv cache: " << blocks << " blocks of " << bs << " tokens (" << blocks * bs
+              << " tokens; --kv-cache-dtype " << a.runtime.kv_cache_dtype << ")\n";
+  }
   ctx->ready.store(true, std::memory_order_release);
   std::cout << "pagoda: serving " << ctx->engine->model_name() << " on " << url << std::endl;
 
