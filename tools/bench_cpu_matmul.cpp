@@ -81,6 +81,7 @@ CpuCeilings measure_ceilings(const CpuMatmulOptions& opt) {
 
 std::string ceilings_json(const CpuCeilings& c) {
   std::string s = "{\"threads\":" + std::to_string(cpu::ThreadPool::global().size()) +
+                  ",\"read_buffer_mib\":" + std::to_string(default_bandwidth_bytes() >> 20) +
                   ",\"read_gb_per_s\":" + std::to_string(c.read_bytes_per_s / 1e9) +
                   ",\"read_gb_per_cpu_s_1t\":" + std::to_string(c.read_bytes_per_cpu_s_1t / 1e9);
   for (QuantIsa isa : cpu::kAllQuantIsas) {

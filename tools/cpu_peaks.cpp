@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <ctime>
+#include <unistd.h>
 #include <vector>
 
 namespace pagoda::tools {
@@ -143,7 +144,14 @@ double thread_cpu_seconds() {
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
+size_t default_bandwidth_bytes() {
+  constexpr size_t kMin = size_t{512} << 20, kMax = size_t{2} << 30;
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);  // 0 or -1 when unknown
+  return std::clamp(l3 > 0 ? 4 * size_t(l3) : kMin, kMin, kMax);
+}
+
 double measure_read_bandwidth(ThreadPool& pool, bool cpu_clock, size_t bytes) {
+  if (bytes == 0) bytes = default_bandwidth_bytes();
   const size_t words = bytes / 8;
   std::vector<uint64_t> buf(words);
   pool.parallel_for(words, [&](size_t b, size_t e) {  // first touch by the readers

@@ -3,7 +3,10 @@
 // each int8 kernel variant, both on every thread of a pool, so a kernel's
 // GB/s and GOP/s can be put against what the machine does at best.
 //  - read bandwidth: the best of a few passes summing a buffer far larger
-//    than the caches (default 512 MiB), split over the pool's threads;
+//    than the caches, split over the pool's threads: by default 4 x the
+//    last-level cache the OS reports, at least 512 MiB and at most 2 GiB
+//    (some VMs report a 480 MiB L3, which a 512 MiB buffer mostly fits, so
+//    the reading moved between cache and memory speed);
 //  - int8 peak: independent chains of the variant's inner integer
 //    instruction sequence on registers (no memory): vpdpbusd (VNNI; 4 MACs
 //    per int32 lane), or vpmaddubsw + vpaddw (AVX2 and AVX-512 BW: the
@@ -22,9 +25,12 @@
 
 namespace pagoda::tools {
 
-// Bytes per second read from memory by all of pool's threads.
-double measure_read_bandwidth(gpu::cpu::ThreadPool& pool, bool cpu_clock = false,
-                              size_t bytes = size_t{512} << 20);
+// Bytes per second read from memory by all of pool's threads; bytes = 0:
+// default_bandwidth_bytes().
+double measure_read_bandwidth(gpu::cpu::ThreadPool& pool, bool cpu_clock = false, size_t bytes = 0);
+
+// The default buffer of measure_read_bandwidth (see above).
+size_t default_bandwidth_bytes();
 
 // int8 operations per second of `isa`'s inner sequence on all of pool's
 // threads (requires quant_isa_supported(isa)); 0 for Scalar.

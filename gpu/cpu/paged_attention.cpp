@@ -165,12 +165,14 @@ void ItemRun::attend_block(const AttentionScratch::Item& it, TileState& st, int3
   const bool transposed = k.transpose != nullptr && rows >= 2 && D <= kMaxTransposedD;
   for (int32_t c = j0; c < jmax; c += attn::kChunk) {
     const int32_t nc = std::min(attn::kChunk, jmax - c);
-    const float* kb = reinterpret_cast<const float*>(kbytes) + int64_t{c} * D;
-    const float* vb = reinterpret_cast<const float*>(vbytes) + int64_t{c} * D;
+    const float* kb = kw;  // the chunk's keys and values as fp32 [nc, D]
+    const float* vb = vw;
     if (widen) {
       k.widen(reinterpret_cast<const uint16_t*>(kbytes) + int64_t{c} * D, int64_t{nc} * D, kw);
       k.widen(reinterpret_cast<const uint16_t*>(vbytes) + int64_t{c} * D, int64_t{nc} * D, vw);
-      kb = kw, vb = vw;
+    } else {
+      kb = reinterpret_cast<const float*>(kbytes) + int64_t{c} * D;
+      vb = reinterpret_cast<const float*>(vbytes) + int64_t{c} * D;
     }
     if (transposed) k.transpose(kb, nc, D, kt);
     for (int32_t r = 0; r < it.row_end - it.row_begin; ++r) {
