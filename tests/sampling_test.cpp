@@ -363,6 +363,45 @@ TEST(Sampling, MaskAndBiasSteerTheSampler) {
   EXPECT_EQ(seen.size(), 3u) << "every allowed token is drawn at temperature 2";
 }
 
+// A row that allows no token (every id banned or masked out, as a grammar can
+// leave it) still yields a token, and its logprobs are -inf, never NaN (the
+// CUDA sampler follows the same rule: cuda_sampling_gpu_test).
+TEST(Sampling, RowWithNoAllowedTokenReportsMinusInfNeverNaN) {
+  auto be = backend();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (LogprobMode mode : {LogprobMode::kRaw, LogprobMode::kProcessed}) {
+    for (float t : {0.0f, 1.0f}) {
+      SCOPED_TRACE("mode " + std::to_string(int(mode)) + " temperature " + std::to_string(t));
+      SamplingRowParams rp;
+      rp.temperature = t;
+      rp.num_top_logprobs = 3;
+      rp.banned_len = 1;  // V = 1, its only token banned
+      Batch ban = repeated({0.5f}, rp, 1);
+      ban.history = {0};
+      ban.mode = mode;
+      ban.run(*be);
+      EXPECT_EQ(ban.tokens[0], 0);
+      // Raw logprobs ignore bans (the model's distribution); processed ones do not.
+      EXPECT_EQ(ban.logprobs[0], mode == LogprobMode::kRaw ? 0.0f : -inf);
+      EXPECT_EQ(ban.top_tokens[0], 0);
+      EXPECT_EQ(ban.top_logprobs[0], mode == LogprobMode::kRaw ? 0.0f : -inf);
+      rp.banned_len = 0;
+      rp.mask_words = 1;  // V = 7, a mask that allows nothing
+      Batch mask = repeated(normal_logits(7, 3), rp, 1);
+      mask.history = {0};
+      mask.mode = mode;
+      mask.run(*be);
+      EXPECT_GE(mask.tokens[0], 0);
+      EXPECT_LT(mask.tokens[0], 7);
+      EXPECT_EQ(mask.logprobs[0], -inf);
+      for (int j = 0; j < kMaxTopLogprobs; ++j) {
+        EXPECT_EQ(mask.top_tokens[size_t(j)], -1) << j;
+        EXPECT_EQ(mask.top_logprobs[size_t(j)], -inf) << j;
+      }
+    }
+  }
+}
+
 TEST(Sampling, RawLogprobsAndTopCandidates) {
   auto be = backend();
   const int V = 50000;

@@ -191,6 +191,12 @@ int32_t race(const SamplingRowParams& rp, const float* z, float zmax, int32_t n,
   return best;
 }
 
+// The logprob of a value under a log-sum-exp: -inf for a -inf value (a token
+// that cannot occur), also when every value is -inf (lse -inf: never NaN).
+float logprob_of(float value, double lse) {
+  return value == kNegInf ? kNegInf : float(double(value) - lse);
+}
+
 // The n best entries of x (value descending, ties by lower index) as logprobs.
 // masked: x is a masked row's (its -inf entries are not candidates: -1).
 void top_candidates(const float* x, int32_t V, double lse, int32_t n, int32_t* tokens,
@@ -208,7 +214,7 @@ void top_candidates(const float* x, int32_t V, double lse, int32_t n, int32_t* t
     count = std::min(count + 1, n);
   }
   for (int32_t j = 0; j < n; ++j) {
-    logprobs[j] = float(double(x[tokens[j]]) - lse);
+    logprobs[j] = logprob_of(x[tokens[j]], lse);
     if (masked && x[tokens[j]] == kNegInf) tokens[j] = -1;  // fewer candidates than n
   }
   for (int32_t j = n; j < stride; ++j) {
@@ -243,7 +249,7 @@ void sample_row(const SamplingParams& p, int32_t r, Worker& w) {
   const float* dist = p.logprob_mode == LogprobMode::kRaw ? raw : z;
   const double lse = log_sum_exp(dist, V, dist == z ? zmax : dist[argmax(dist, V)]);
   p.tokens[r] = token;
-  p.logprobs[r] = float(double(dist[token]) - lse);
+  p.logprobs[r] = logprob_of(dist[token], lse);
   if (p.top_tokens != nullptr) {
     top_candidates(dist, V, lse, rp.num_top_logprobs, p.top_tokens + int64_t{r} * p.top_stride,
                    p.top_logprobs + int64_t{r} * p.top_stride, p.top_stride, rp.mask_words > 0);

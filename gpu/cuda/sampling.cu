@@ -212,6 +212,12 @@ __device__ double block_lse_masked(const SamplingParams& p, const SamplingRowPar
   return double(mx) + log(block_reduce(m, SumOp{}, 0.0, sh.d));
 }
 
+// The logprob of a value under a log-sum-exp: -inf for a -inf value, also when
+// every value is -inf (lse -inf: never NaN). The CPU twin's rule.
+__device__ __forceinline__ float logprob_of(float value, double lse) {
+  return value == -INFINITY ? -INFINITY : float(double(value) - lse);
+}
+
 __device__ void top_candidates(const SamplingParams& p, const SamplingRowParams& rp,
                                const float* x, double lse, Shared& sh) {
   const int32_t V = p.vocab_size;
@@ -230,7 +236,7 @@ __device__ void top_candidates(const SamplingParams& p, const SamplingRowParams&
     if (threadIdx.x == 0) {  // fewer candidates than n (a masked row): -1 / -inf
       const bool none = best.index == INT_MAX || (rp.mask_words > 0 && best.value == -INFINITY);
       tokens[j] = none ? -1 : best.index;
-      logprobs[j] = none ? -INFINITY : float(double(best.value) - lse);
+      logprobs[j] = none ? -INFINITY : logprob_of(best.value, lse);
     }
   }
   for (int32_t j = n + threadIdx.x; j < p.top_stride; j += kThreads) {
@@ -261,8 +267,11 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const SamplingParams p
   const double lse = dist == raw && rp.mask_words > 0 ? block_lse_masked(p, rp, dist, V, sh)
                                                       : block_lse(dist, V, sh);
   if (threadIdx.x == 0) {
+    // A token the mask forbids (drawn only when the row allows none) is -inf in
+    // the masked raw row, as in the CPU twin; so is any -inf value (never NaN).
+    const float value = dist == raw && !mask_allows(p, rp, token) ? -INFINITY : dist[token];
     p.tokens[blockIdx.x] = token;
-    p.logprobs[blockIdx.x] = float(double(dist[token]) - lse);
+    p.logprobs[blockIdx.x] = logprob_of(value, lse);
   }
   if (p.top_tokens != nullptr) top_candidates(p, rp, dist, lse, sh);
 }
