@@ -19,10 +19,10 @@
 namespace pagoda::gpu::cuda {
 namespace {
 
-using Plan = GemvPlan;
-
 // Replays gemv_kernel's loop nest; counts reads per (row, chunk).
-void check_gemv_cover(int64_t n, int64_t k) {
+template <int R, int U>
+void check_gemv_cover_r(int64_t n, int64_t k) {
+  using Plan = GemvPlan<R, U>;
   const Plan plan{n, k};
   const int64_t chunks = plan.chunks();
   std::vector<uint8_t> reads(size_t(n * chunks), 0);
@@ -51,7 +51,7 @@ void check_gemv_cover(int64_t n, int64_t k) {
       }
     }
   }
-  const std::string label = "N=" + std::to_string(n) + " K=" + std::to_string(k);
+  const std::string label = "R=" + std::to_string(R) + " U=" + std::to_string(U) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
   EXPECT_EQ(out_of_range, 0) << label;
   EXPECT_EQ(non_contiguous, 0) << label;
   int64_t bad = 0, first = -1;
@@ -70,6 +70,23 @@ void check_gemv_cover(int64_t n, int64_t k) {
   EXPECT_LT((plan.iterations() - 1) * 32 * Plan::kUnroll, chunks) << label;
 }
 
+// The (rows, unroll) pairs the kernel uses (gemv_rows_per_warp, gemv_unroll).
+void check_gemv_cover(int64_t n, int64_t k) {
+  check_gemv_cover_r<2, 4>(n, k);
+  check_gemv_cover_r<2, 8>(n, k);  // not used now (gemv_unroll); kept valid
+  check_gemv_cover_r<4, 4>(n, k);
+}
+
+TEST(GemvPlan, RowsPerWarpFitOneLanePerOutput) {
+  for (int m = 1; m <= GemvPlan<>::kMaxM; ++m) {
+    EXPECT_LE(gemv_rows_per_warp(m) * m, 32) << m;
+    EXPECT_GE(gemv_rows_per_warp(m), 2) << m;
+    const bool tested = (gemv_rows_per_warp(m) == 2 && (gemv_unroll(m) == 4 || gemv_unroll(m) == 8)) ||
+                        (gemv_rows_per_warp(m) == 4 && gemv_unroll(m) == 4);
+    EXPECT_TRUE(tested) << "M=" << m << ": add its (R, U) to check_gemv_cover";
+  }
+}
+
 TEST(GemvPlan, EveryWeightChunkReadExactlyOnce) {
   // N below, at and past a CTA's rows; K below, at and past one iteration.
   for (int64_t n : {1, 2, 7, 8, 9, 37, 576, 1000}) {
@@ -80,6 +97,7 @@ TEST(GemvPlan, EveryWeightChunkReadExactlyOnce) {
 TEST(GemvPlan, Llama3SizedShape) { check_gemv_cover(4096, 4096); }
 
 TEST(GemvPlan, LargeOffsetsStayInt64) {
+  using Plan = GemvPlan<>;
   // The lm_head of a 128k vocabulary: row * chunks is past 2^31 elements
   // only in bytes, but a 1M-row weight's last row start is not.
   const Plan plan{int64_t{1} << 20, 14336};

@@ -6,11 +6,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <utility>
 
 #include "gpu/cuda/cuda_backend.hpp"
+#include "gpu/cuda/cuda_ops.cuh"
 
 namespace pagoda::tools {
 
@@ -58,6 +60,51 @@ double measure_copy_bandwidth(CudaBackend& be, int iters) {
   return 2.0 * double(bytes) / sec;
 }
 
+namespace {
+
+// One (shape, M, x type) case: mean time over `iters` calls, each on the next
+// weight copy; appends its JSON line. x_bf16: the engine's decode path (the
+// producer kernels write x in bf16; launch_gemv reads it as it is), else
+// CudaBackend::matmul on fp32 x (GEMV rounding x on load for M <= 8, cuBLAS
+// after a conversion kernel above).
+Result<void> gemv_case(CudaBackend& be, const Shape& s, const std::vector<DeviceBuffer>& ws,
+                       int64_t M, bool x_bf16, double copy_bps, double peak_bps, int iters,
+                       std::vector<std::string>& out) {
+  const int64_t wbytes = s.n * s.k * 2, xel = x_bf16 ? 2 : 4;
+  std::vector<uint16_t> xh(size_t(M * s.k), 0x3E80);  // bf16 0.25
+  std::vector<float> xf(size_t(M * s.k), 0.25f);
+  auto xb = be.allocate(size_t(M * s.k * xel)), yb = be.allocate(size_t(M * s.n) * 4);
+  if (!xb) return xb.error();
+  if (!yb) return yb.error();
+  const void* host = x_bf16 ? static_cast<const void*>(xh.data()) : static_cast<const void*>(xf.data());
+  if (auto up = be.upload(*xb, 0, host, size_t(M * s.k * xel)); !up) return up;
+  const int copies = int(ws.size());
+  Result<void> failed;
+  const double sec = time_on_stream(be, iters, [&](int i) {
+    const LinearWeight w{WeightFormat::BF16, s.n, s.k, ws[size_t(i % copies)].data()};
+    const MatmulParams p{xb->as<const float>(), s.k, w, nullptr, yb->as<float>(), M};
+    auto ok = x_bf16 ? gpu::cuda::launch_gemv(p, xb->data(), s.k, true, be.stream()) : be.matmul(p);
+    if (!ok && failed) failed = ok;
+  });
+  if (!failed) return failed;
+  if (auto ok = be.check(); !ok) return ok;
+  const double bytes = double(wbytes) + double(M * s.k * xel) + double(M * s.n * 4);
+  const double bps = sec > 0 ? bytes / sec : 0;
+  char line[420];
+  std::snprintf(line, sizeof line,
+                "{\"name\":\"%s\",\"N\":%lld,\"K\":%lld,\"M\":%lld,\"path\":\"%s\","
+                "\"x\":\"%s\",\"weight_copies\":%d,\"us\":%.2f,\"gb_per_s\":%.1f,"
+                "\"fraction_of_copy\":%.3f,\"fraction_of_peak\":%.3f}",
+                s.name, (long long)s.n, (long long)s.k, (long long)M, M <= 8 ? "gemv" : "cublas",
+                x_bf16 ? "bf16" : "f32", copies, sec * 1e6, bps / 1e9,
+                copy_bps > 0 ? bps / copy_bps : 0.0, peak_bps > 0 ? bps / peak_bps : 0.0);
+  std::fprintf(stderr, "%s\n", line);
+  out.emplace_back(line);
+  return {};
+}
+
+}  // namespace
+
 Result<void> gemv_cases(CudaBackend& be, double copy_bps, double peak_bps, int iters,
                              std::vector<std::string>& out) {
   int l2 = 0;
@@ -75,31 +122,10 @@ Result<void> gemv_cases(CudaBackend& be, double copy_bps, double peak_bps, int i
       ws.push_back(std::move(w).value());
     }
     for (int64_t M : {1, 2, 4, 8, 16}) {
-      std::vector<float> x(size_t(M * s.k), 0.25f);
-      auto xb = be.allocate(x.size() * 4), yb = be.allocate(size_t(M * s.n) * 4);
-      if (!xb) return xb.error();
-      if (!yb) return yb.error();
-      if (auto up = be.upload(*xb, 0, x.data(), x.size() * 4); !up) return up;
-      Result<void> failed;
-      const double sec = time_on_stream(be, iters, [&](int i) {
-        const LinearWeight w{WeightFormat::BF16, s.n, s.k, ws[size_t(i % copies)].data()};
-        auto ok = be.matmul(MatmulParams{xb->as<const float>(), s.k, w, nullptr, yb->as<float>(), M});
-        if (!ok && failed) failed = ok;
-      });
-      if (!failed) return failed;
-      if (auto ok = be.check(); !ok) return ok;
-      const double bytes = double(wbytes) + double(M * s.k * 4) + double(M * s.n * 4);
-      const double bps = sec > 0 ? bytes / sec : 0;
-      char line[400];
-      std::snprintf(line, sizeof line,
-                    "{\"name\":\"%s\",\"N\":%lld,\"K\":%lld,\"M\":%lld,\"path\":\"%s\","
-                    "\"weight_copies\":%d,\"us\":%.2f,\"gb_per_s\":%.1f,"
-                    "\"fraction_of_copy\":%.3f,\"fraction_of_peak\":%.3f}",
-                    s.name, (long long)s.n, (long long)s.k, (long long)M,
-                    M <= 8 ? "gemv" : "cublas", copies, sec * 1e6, bps / 1e9,
-                    copy_bps > 0 ? bps / copy_bps : 0.0, peak_bps > 0 ? bps / peak_bps : 0.0);
-      std::fprintf(stderr, "%s\n", line);
-      out.emplace_back(line);
+      if (auto ok = gemv_case(be, s, ws, M, false, copy_bps, peak_bps, iters, out); !ok) return ok;
+    }
+    for (int64_t M : {1, 2, 4, 8}) {
+      if (auto ok = gemv_case(be, s, ws, M, true, copy_bps, peak_bps, iters, out); !ok) return ok;
     }
   }
   return {};

@@ -76,10 +76,11 @@ def perf_lines(s):
     copy = bench.get("copy_gb_per_s") or 0
     gemv = {}
     for a in bench.get("gemv", []):
-        perf["gemv_%s_%dx%d_m%d" % (a["name"], a["N"], a["K"], a["M"])] = {
+        xs = "" if a.get("x", "f32") == "f32" else "_x" + a["x"]
+        perf["gemv_%s_%dx%d_m%d%s" % (a["name"], a["N"], a["K"], a["M"], xs)] = {
             "path": a["path"], "us": a["us"], "gb_per_s": a["gb_per_s"],
             "fraction_of_copy": a["fraction_of_copy"], "fraction_of_peak": a["fraction_of_peak"]}
-        gemv.setdefault((a["name"], a["N"], a["K"]), []).append(a)
+        gemv.setdefault((a["name"] + xs.replace("_x", " x"), a["N"], a["K"]), []).append(a)
     if gemv:
         perf["device_copy_gb_per_s"] = copy
         lines.append("kernels  device copy %.0f GB/s (read + write); GEMV goal >= 0.85 of it" % copy)

@@ -1,8 +1,9 @@
 // BF16 skinny GEMM for decode: y[M, N] = x[M, K] . W[N, K]^T (+ bias) for
 // 1 <= M <= 8, the memory-bound case where cuBLAS leaves bandwidth unused.
-// Index math: GemvPlan (decode_plan.hpp). Each warp streams its rows of W
-// once, 16 bytes per lane per load (__ldcs: read once, evict first), with
-// kUnroll x kRowsPerWarp loads in flight per lane, and multiplies every
+// Index math: GemvPlan<R, U> (decode_plan.hpp), R = gemv_rows_per_warp(M),
+// U = gemv_unroll(M). Each warp streams its R rows of W once, 16 bytes per
+// lane per load (__ldcs: read once, evict first), with U x R loads in flight
+// per lane, and multiplies every
 // weight chunk with the M rows of x (x stays in L1/L2: M * K elements).
 // fp32 accumulation; x is rounded to bf16 first (an fp32 x on load, exactly
 // like matmul.cu's conversion for cuBLAS), so the inputs are those of the
@@ -26,7 +27,7 @@ namespace pagoda::gpu::cuda {
 
 namespace {
 
-using Plan = GemvPlan;
+using Plan = GemvPlan<>;  // the R-independent constants and index math
 
 struct GemvArgs {
   const __nv_bfloat16* w;  // [N, K]
@@ -34,7 +35,7 @@ struct GemvArgs {
   int64_t x_stride;
   const float* bias;       // [N] or nullptr
   float* y;                // [M, N]
-  Plan plan;
+  int64_t n, k;  // W's [N, K]
 };
 
 __device__ __forceinline__ float round_to_bf16(float v) {
@@ -59,16 +60,18 @@ __device__ __forceinline__ void load_x8(const __nv_bfloat16* x, int64_t at, floa
 
 template <int M, class XT>
 __global__ void __launch_bounds__(Plan::kThreads) gemv_kernel(const GemvArgs a) {
-  constexpr int R = Plan::kRowsPerWarp, U = Plan::kUnroll;
+  constexpr int R = gemv_rows_per_warp(M), U = gemv_unroll(M);
+  static_assert(R * M <= 32, "one lane per (row, m) output");
+  const GemvPlan<R, U> plan{a.n, a.k};
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t row0 = a.plan.row_begin(blockIdx.x, warp);
-  if (row0 >= a.plan.n) return;  // the whole warp; no block-level sync follows
-  const int64_t chunks = a.plan.chunks();
+  const int64_t row0 = plan.row_begin(blockIdx.x, warp);
+  if (row0 >= plan.n) return;  // the whole warp; no block-level sync follows
+  const int64_t chunks = plan.chunks();
   const uint4* wrow[R];
   bool row_ok[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    row_ok[r] = row0 + r < a.plan.n;
+    row_ok[r] = row0 + r < plan.n;
     wrow[r] = reinterpret_cast<const uint4*>(a.w) + (row_ok[r] ? row0 + r : row0) * chunks;
   }
   const XT* x = static_cast<const XT*>(a.x);
@@ -78,12 +81,12 @@ __global__ void __launch_bounds__(Plan::kThreads) gemv_kernel(const GemvArgs a) 
 #pragma unroll
     for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
   }
-  const int64_t iters = a.plan.iterations();
+  const int64_t iters = plan.iterations();
   for (int64_t it = 0; it < iters; ++it) {  // warp-uniform
     Raw8<__nv_bfloat16> wv[U][R];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t c = a.plan.chunk_of(it, u, lane);
+      const int64_t c = plan.chunk_of(it, u, lane);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         wv[u][r].u = (c < chunks && row_ok[r]) ? __ldcs(wrow[r] + c) : make_uint4(0, 0, 0, 0);
@@ -91,7 +94,7 @@ __global__ void __launch_bounds__(Plan::kThreads) gemv_kernel(const GemvArgs a) 
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int64_t c = a.plan.chunk_of(it, u, lane);
+      const int64_t c = plan.chunk_of(it, u, lane);
       if (c >= chunks) continue;
       float wf[R][8];
 #pragma unroll
@@ -120,24 +123,29 @@ __global__ void __launch_bounds__(Plan::kThreads) gemv_kernel(const GemvArgs a) 
     for (int m = 0; m < M; ++m) {
       if (lane == r * M + m && row_ok[r]) {
         const int64_t row = row0 + r;
-        a.y[m * a.plan.n + row] = acc[r][m] + (a.bias != nullptr ? a.bias[row] : 0.0f);
+        a.y[m * plan.n + row] = acc[r][m] + (a.bias != nullptr ? a.bias[row] : 0.0f);
       }
     }
   }
 }
 
+template <int M, class XT>
+void launch_m(const GemvArgs& a, cudaStream_t stream) {
+  const GemvPlan<gemv_rows_per_warp(M), gemv_unroll(M)> plan{a.n, a.k};
+  gemv_kernel<M, XT><<<unsigned(plan.num_ctas()), Plan::kThreads, 0, stream>>>(a);
+}
+
 template <class XT>
 void launch_typed(const GemvArgs& a, int64_t m, cudaStream_t stream) {
-  const dim3 grid(unsigned(a.plan.num_ctas()));
   switch (m) {
-    case 1: gemv_kernel<1, XT><<<grid, Plan::kThreads, 0, stream>>>(a); break;
-    case 2: gemv_kernel<2, XT><<<grid, Plan::kThreads, 0, stream>>>(a); break;
-    case 3: gemv_kernel<3, XT><<<grid, Plan::kThreads, 0, stream>>>(a); break;
-    case 4: gemv_kernel<4, XT><<<grid, Plan::kThreads, 0, stream>>>(a); break;
-    case 5: gemv_kernel<5, XT><<<grid, Plan::kThreads, 0, stream>>>(a); break;
-    case 6: gemv_kernel<6, XT><<<grid, Plan::kThreads, 0, stream>>>(a); break;
-    case 7: gemv_kernel<7, XT><<<grid, Plan::kThreads, 0, stream>>>(a); break;
-    default: gemv_kernel<8, XT><<<grid, Plan::kThreads, 0, stream>>>(a); break;
+    case 1: launch_m<1, XT>(a, stream); break;
+    case 2: launch_m<2, XT>(a, stream); break;
+    case 3: launch_m<3, XT>(a, stream); break;
+    case 4: launch_m<4, XT>(a, stream); break;
+    case 5: launch_m<5, XT>(a, stream); break;
+    case 6: launch_m<6, XT>(a, stream); break;
+    case 7: launch_m<7, XT>(a, stream); break;
+    default: launch_m<8, XT>(a, stream); break;
   }
 }
 
@@ -156,7 +164,7 @@ const char* gemv_unsupported(const MatmulParams& p, const void* x, int64_t x_str
   const int64_t x_bytes = x_bf16 ? 2 : 4;
   if (!aligned16(x) || (x_stride * x_bytes) % 16 != 0) return "x rows not 16-byte aligned";
   if (p.y == nullptr) return "no output";
-  if (Plan{w.n, w.k}.num_ctas() > INT_MAX) return "N too large for the grid";
+  if (Plan{w.n, w.k}.num_ctas() > INT_MAX) return "N too large for the grid";  // R = 2: the most
   return nullptr;
 }
 
@@ -166,7 +174,7 @@ Result<void> launch_gemv(const MatmulParams& p, const void* x, int64_t x_stride,
     return make_error(std::string("cuda gemv: ") + why);
   }
   GemvArgs a{static_cast<const __nv_bfloat16*>(p.weight.data), x, x_stride, p.bias, p.y,
-             Plan{p.weight.n, p.weight.k}};
+             p.weight.n, p.weight.k};
   if (x_bf16) {
     launch_typed<__nv_bfloat16>(a, p.m, stream);
   } else {
