@@ -10,12 +10,6 @@
 
 namespace pagoda::model {
 
-void set_sliding_pattern(ModelConfig& c, int32_t pattern) {
-  c.sliding_layers.assign(size_t(std::max(c.num_layers, 0)), false);
-  if (pattern <= 0) return;
-  for (int32_t l = 0; l < c.num_layers; ++l) c.sliding_layers[size_t(l)] = (l + 1) % pattern != 0;
-}
-
 namespace {
 
 Result<double> float_or(const GgufFile& g, const std::string& key, double fallback) {
@@ -87,20 +81,9 @@ Result<void> read_hf_gemma(const JsonFields& f, simdjson::dom::object obj, const
   c.final_logit_softcap = *final_cap;
   c.query_pre_attn_scalar = *qpas;
   c.sliding_window = std::max(*window, 0);
-  simdjson::dom::array types;
-  if (!f.lookup("layer_types", el)) {
-    set_sliding_pattern(c, c.sliding_window > 0 ? *pattern : 0);
-  } else if (el.get(types) != simdjson::SUCCESS || types.size() != size_t(c.num_layers)) {
-    return make_error(f.path() + ": \"layer_types\" must list every layer");
-  } else {
-    for (simdjson::dom::element t : types) {
-      std::string_view v;
-      if (t.get(v) != simdjson::SUCCESS || (v != "sliding_attention" && v != "full_attention")) {
-        return make_error(f.path() + ": \"layer_types\" entries must be sliding_attention or full_attention");
-      }
-      c.sliding_layers.push_back(v == "sliding_attention");
-    }
-  }
+  auto listed = read_hf_layer_types(f, c);
+  if (!listed) return listed.error();
+  if (!*listed) set_sliding_pattern(c, c.sliding_window > 0 ? *pattern : 0);
   // Gemma 3 (transformers 4 configs): rope_local_base_freq, default 1e4.
   if (c.rope_local_theta == 0.0 && arch.qk_norm) {
     auto local = f.number_or("rope_local_base_freq", 10000.0);

@@ -219,6 +219,7 @@ Result<ModelConfig> config_from_hf_json(const std::string& path) {
   if (auto ok = read_hf_rope(f, c); !ok) return ok.error();
   if (auto ok = read_hf_flags(f, *arch, c); !ok) return ok.error();
   if (auto ok = read_hf_gemma(f, *obj, *arch, c); !ok) return ok.error();
+  if (auto ok = read_hf_window(f, *obj, *arch, c); !ok) return ok.error();
   if (auto ok = read_hf_moe(f, *arch, c); !ok) return ok.error();
   if (auto ok = validate_config(c, path); !ok) return ok.error();
   return c;

@@ -161,4 +161,15 @@ struct Architecture;
 Result<void> read_hf_gemma(const JsonFields& f, simdjson::dom::object obj, const Architecture& arch,
                            ModelConfig& c);
 
+// config.json's "layer_types" (sliding_attention / full_attention per layer)
+// into c.sliding_layers; false when the field is absent
+// (sliding_window_config.cpp).
+Result<bool> read_hf_layer_types(const JsonFields& f, ModelConfig& c);
+
+// The sliding window of the non-Gemma families as transformers applies it
+// (sliding_window_config.cpp says which field means what per family); c's
+// sizes already read. Nothing for Gemma (read_hf_gemma) and Llama.
+Result<void> read_hf_window(const JsonFields& f, simdjson::dom::object obj, const Architecture& arch,
+                            ModelConfig& c);
+
 }  // namespace pagoda::model

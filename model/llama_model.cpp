@@ -40,7 +40,7 @@ std::string missing_cuda_features(const ModelConfig& c, const Architecture& a) {
   std::string m;
   const auto add = [&m](const char* what) { m += (m.empty() ? "" : ", ") + std::string(what); };
   if (c.attn_logit_softcap > 0) add("attention logit soft-capping");
-  if (c.sliding_window > 0) add("sliding-window attention");
+  if (c.sliding_window > 0 && c.sliding_window < c.max_context) add("sliding-window attention");
   if (c.final_logit_softcap > 0 || a.embed_scale) add("the scale_cap op (embedding scale, final soft-cap)");
   if (a.gelu_tanh) add("the gelu_tanh_mul op (GeGLU)");
   if (c.num_experts > 0) add("mixture-of-experts routing and grouped expert matmuls (MoE)");

@@ -49,7 +49,9 @@
 // (final_logit_softcap); scale = 1 / sqrt(query_pre_attn_scalar). Windowed
 // layers (sliding_layers[l]) let the row at position p attend only keys at
 // positions > p - sliding_window (transformers' sliding_window_overlay,
-// llama.cpp's LLAMA_SWA_TYPE_STANDARD). Gemma 3's windowed layers rotate with
+// llama.cpp's LLAMA_SWA_TYPE_STANDARD); the other families' windows (Mistral,
+// Mixtral, Phi-3, Qwen) come from config.json as model/
+// sliding_window_config.cpp says. Gemma 3's windowed layers rotate with
 // rope_local_theta and no scaling; its global layers with rope_theta and the
 // rope scaling. HF: query_pre_attn_scalar, sliding_window, layer_types (else
 // the family's pattern, sliding_window_pattern), attn_logit_softcapping,

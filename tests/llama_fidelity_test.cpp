@@ -362,6 +362,26 @@ TEST(TinyFidelity, Phi3LongRopeFusedPartialRotaryEveryPosition) {
   EXPECT_LE(e.abs, 1e-3);
 }
 
+// Sliding windows of the families other than Gemma, as transformers applies
+// them (model/sliding_window_config.cpp): Mistral window 5 on every layer,
+// Qwen3 window 4 on layers 1-2 only (use_sliding_window, max_window_layers 1),
+// Phi-3 window 6 on every layer. Without the window the 19-token goldens move
+// by 0.58 to 1.23 (tools/gen-arch-goldens.py checks that they move).
+void check_windowed(const char* name, int32_t window, const std::vector<bool>& layers) {
+  auto c = model::load_model_config(test::logits_data(name));
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->sliding_window, window);
+  EXPECT_EQ(c->sliding_layers, layers);
+  const TinyErrors e = tiny_errors(name, test::logits_data(name), std::string(name) + " HF");
+  EXPECT_LE(e.rel, 1e-4);
+  EXPECT_LE(e.abs, 1e-3);
+}
+TEST(TinyFidelity, SlidingWindowMistralEveryLayer) { check_windowed("tiny-mistral-swa", 5, {true, true, true}); }
+TEST(TinyFidelity, SlidingWindowQwen3FromMaxWindowLayers) {
+  check_windowed("tiny-qwen3-swa", 4, {false, true, true});
+}
+TEST(TinyFidelity, SlidingWindowPhi3EveryLayer) { check_windowed("tiny-phi3-swa", 6, {true, true, true}); }
+
 // ---- the same models as llama.cpp's convert_hf_to_gguf.py writes them ----------
 
 // F32: the same numbers as the safetensors (measured max abs < 1e-6). F16:

@@ -57,6 +57,16 @@ Makes, under tests/data/logits/:
                        For both, the script checks that the router spreads
                        the tokens over every expert of every layer and prints
                        the counts.
+  tiny-mistral-swa/    sliding windows of the families other than Gemma, as
+  tiny-qwen3-swa/      transformers applies them (HF directories only: llama.cpp
+  tiny-phi3-swa/       applies no window for these GGUF architectures, so there
+                       is no GGUF reference): Mistral with window 5 on every
+                       layer; Qwen3 with use_sliding_window, window 4 and
+                       max_window_layers 1 (layers 1 and 2 windowed, layer 0
+                       global); Phi-3 (default rope) with window 6; hidden 64,
+                       4 heads (2 kv) of 16, MLP 96, vocabulary 160. The script
+                       checks that each window changes the 19-token sequence's
+                       logits (the same weights without the window)
   tiny-<name>.json     input ids and the HF logits of every position
                        (float32 values in JSON lists, [seq][pos][vocab])
   tiny-<name>.gguf.json  what llama.cpp's converter writes for the model, as F32
@@ -371,6 +381,38 @@ def main():
     if want("tiny-qwen3moe"):
         tiny_moe("tiny-qwen3moe", Qwen3MoeForCausalLM(qwen3moe), a.llama_cpp, a.llama_quantize,
                  extra=("norm_topk_prob", False), mixes=True)
+    windowed(want)
+
+
+def windowed(want):
+    """The tiny-*-swa models (see the module docstring)."""
+    small = dict(COMMON, hidden_size=64, num_attention_heads=4, head_dim=16, intermediate_size=96,
+                 vocab_size=160)  # a quarter of COMMON's bytes: 3 more models in the tree
+    no_head_dim = {k: v for k, v in small.items() if k != "head_dim"}
+    cases = {
+        "tiny-mistral-swa": (MistralForCausalLM, MistralConfig, dict(
+            small, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=5)),
+        "tiny-qwen3-swa": (Qwen3ForCausalLM, Qwen3Config, dict(
+            small, rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=True,
+            sliding_window=4, max_window_layers=1)),
+        "tiny-phi3-swa": (Phi3ForCausalLM, Phi3Config, dict(
+            no_head_dim, rope_theta=10000.0, tie_word_embeddings=False, sliding_window=6,
+            bos_token_id=1, eos_token_id=2, pad_token_id=0)),
+    }
+    for name, (model_cls, config_cls, kw) in cases.items():
+        if not want(name):
+            continue
+        d = tiny(name, model_cls(config_cls(**kw)))
+        ids = json.loads((OUT / f"{name}.json").read_text())["sequences"][-1]["ids"]
+        full = {"layer_types": ["full_attention"] * COMMON["num_hidden_layers"]} if "qwen" in name else {}
+        plain = model_cls.from_pretrained(d, sliding_window=None, **full).eval()
+        windowed_model = model_cls.from_pretrained(d).eval()
+        with torch.no_grad():
+            a = windowed_model(torch.tensor([ids])).logits
+            b = plain(torch.tensor([ids])).logits
+        diff = float((a - b).abs().max())
+        print(f"{name}: the window moves the 19-token logits by up to {diff:.3f}")
+        assert diff > 1e-2, f"{name}: the window does not bite"
 
 
 if __name__ == "__main__":
