@@ -87,6 +87,8 @@
 #                 category (GEMMs, attention, sampling, KV writes, other) and
 #                 the host gaps, per synchronisation window -> step_profile.json
 #                 (a separate run: the events slow the step a little)
+#   memcheck      compute-sanitizer --tool memcheck over every GPU test
+#                 binary (memcheck.<binary>.log; fails on any report)
 # CUDA step features (graphs, split-K, tiled prefill, async uploads, decode
 # kernels): each phase that shows one broken turns it off for every later
 # phase, as flags for pagoda and bench_engine (--cuda-graphs off,
@@ -434,6 +436,27 @@ step_profile() {
 }
 export -f step_profile
 
+# compute-sanitizer memcheck over every GPU test binary (the e2e ones on the
+# tiny model): out-of-bounds and misaligned device accesses, and CUDA API
+# errors, that a passing test would not show. Each binary's report in
+# memcheck.<name>.log; fails when any reports an error. Last: the figures come
+# first, and on this run's budget it is cut, not the perf phases.
+memcheck() {
+  local cs rc=0 t
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null)
+  [[ -n $cs ]] || { echo "compute-sanitizer not found"; return 1; }
+  for t in "$RUN"/bin/*_gpu_test; do
+    t=$(basename "$t")
+    PAGODA_GPU_MODEL="$TINY" pg "$cs" --tool memcheck --error-exitcode 99 --print-limit 20 \
+      "$RUN/bin/$t" > "$RES/memcheck.$t.log" 2>&1
+    local r=$?
+    echo "$t: rc $r, $(grep -c 'Invalid\|Misaligned\|API error' "$RES/memcheck.$t.log") reports; $(grep -m1 'ERROR SUMMARY' "$RES/memcheck.$t.log")"
+    [[ $r == 0 ]] || rc=1
+  done
+  return $rc
+}
+export -f memcheck
+
 say "bundle $BUNDLE -> $RUN; results in $RES, packed into $OUT_DIR; cuBLAS: $CUBLAS_FROM; GPU: $([[ $HAVE_GPU == 1 ]] && echo yes || echo "no ($NO_GPU_REASON)")"
 phase unpack 60 unpack
 phase env 30 environment
@@ -472,4 +495,5 @@ fi
 needs_gpu perf_context_1k && phase perf_context_1k 180 perf_context_1k
 needs_gpu perf_lockstep && phase perf_lockstep 200 perf_lockstep
 needs_gpu step_profile && phase step_profile 120 step_profile
+needs_gpu memcheck && phase memcheck 120 memcheck
 # The EXIT trap (finish) packs the results and prints the summary table.
