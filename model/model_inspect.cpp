@@ -83,7 +83,9 @@ void add_config(JsonObject& out, const ModelConfig& c) {
       .add("bos_token_id", c.bos_token_id >= 0 ? std::to_string(c.bos_token_id) : "null")
       .add("eos_token_ids", eos)
       .add("attention_bias", boolean(c.attention_bias))
-      .add("rope_interleaved", boolean(c.rope_interleaved));
+      .add("rope_interleaved", boolean(c.rope_interleaved))
+      .add("sliding_window", c.sliding_window)  // 0: none
+      .add("windowed_layers", int64_t(std::count(c.sliding_layers.begin(), c.sliding_layers.end(), true)));
 }
 
 std::string dtype_counts(const std::map<std::string, int64_t>& counts) {

@@ -14,6 +14,7 @@
 
 #include "formats_test_util.hpp"
 #include "model/model_config.hpp"
+#include "model/model_inspect.hpp"
 
 namespace pagoda {
 namespace {
@@ -99,6 +100,18 @@ TEST(SlidingWindowHf, Qwen3MoeEveryLayerLlamaNever) {
   auto llama = hf("l-window", "llama", "\"sliding_window\": 16");
   ASSERT_TRUE(llama.ok()) << llama.error().message;
   EXPECT_EQ(llama->sliding_window, 0);
+}
+
+// `pagoda inspect` shows the window and how many layers use it.
+TEST(SlidingWindowHf, InspectShowsTheWindow) {
+  ASSERT_TRUE(hf("inspect-q3", "qwen3", "\"sliding_window\": 32, \"use_sliding_window\": true,"
+                                        " \"max_window_layers\": 1").ok());
+  test::write_file("inspect-q3/model.safetensors",
+                   std::string("\x02\x00\x00\x00\x00\x00\x00\x00{}", 10));
+  auto json = model::inspect_model_json(test::temp_dir() + "/inspect-q3");
+  ASSERT_TRUE(json.ok()) << json.error().message;
+  EXPECT_NE(json->find("\"sliding_window\": 32"), std::string::npos) << *json;
+  EXPECT_NE(json->find("\"windowed_layers\": 3"), std::string::npos) << *json;
 }
 
 TEST(SlidingWindowHf, BadValuesNameTheFile) {
