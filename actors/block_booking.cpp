@@ -137,6 +137,10 @@ bool BlockBooker::append_group(const GroupAppend& g, GroupBooked& out, BookingRe
   AppendResult scratch;
   for (const SeqAppend& s : g.seqs) {
     const int32_t before = blocks_.num_tokens(s.seq);
+    // Sliding window: the blocks no query from `before` on reads go back.
+    // Safe with a step in flight: it reads them before any step booked from
+    // now on (which alone can write a block taken again) runs.
+    blocks_.release_outside_window(s.seq, before);
     const size_t table_before = blocks_.block_table(s.seq).size();
     scratch.slots.clear();
     scratch.copies.clear();
@@ -315,6 +319,7 @@ BlockStats BlockBooker::stats() const {
   s.watermark = blocks_.watermark_blocks();
   s.block_size = blocks_.block_size();
   s.stored_tokens = blocks_.stored_tokens();
+  s.window_released = blocks_.window_released_blocks();
   s.prefix = blocks_.prefix_cache_stats();
   return s;
 }

@@ -17,6 +17,14 @@
 //     preemption happened while something runs, it admits waiting groups
 //     FCFS while they fit (prefix-cache lookups, chunked prefill within the
 //     budget: the same rules as before the split, see scheduler_core.hpp);
+//   - sliding window (BlockManagerConfig::sliding_window): before a
+//     running sequence's appends, its blocks wholly before the window of the
+//     first position this booking computes go back to the pool
+//     (BlockManager::release_outside_window). A step still in flight may
+//     read them, and does so before any step booked from now on runs, which
+//     is the only kind that can write a block taken again. The executor
+//     keeps the stale ids in its table rows: no kernel reads a block before
+//     a row's window;
 //   - the reply says what was booked (per sequence: the table delta, the
 //     prefix-hit tokens), the copy-on-write copies, the preempted groups, the
 //     admitted ones, those that can never fit, and the pool's counters.
@@ -127,6 +135,7 @@ struct GroupBooked {
 struct BlockStats {
   int32_t total = 0, used = 0, free = 0, cached = 0, watermark = 0, block_size = 0;
   int64_t stored_tokens = 0;
+  int64_t window_released = 0;  // blocks given back outside a sliding window, in total
   PrefixCacheStats prefix;
 };
 

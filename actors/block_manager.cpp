@@ -243,9 +243,10 @@ Result<void> BlockManager::rollback(SeqId seq, int32_t num_tokens) {
   s.num_tokens = num_tokens;
   if (paged()) {
     while (s.table.size() > keep_blocks) {
-      pool_.unref(s.table.back());
+      if (s.table.back() != kNoBlock) pool_.unref(s.table.back());
       s.table.pop_back();
     }
+    s.holes = std::min(s.holes, int32_t(s.table.size()));
   }
   return {};
 }
@@ -336,7 +337,9 @@ Result<std::vector<BlockCopy>> BlockManager::fork(SeqId parent, SeqId child) {
   if (it->second.num_pending > 0) return seq_error(parent, "has pending tokens (fork parent)");
   if (!paged()) return fork_contiguous(it->second, child);
   SeqState s = it->second;
-  for (BlockId b : s.table) pool_.ref(b);
+  for (BlockId b : s.table) {
+    if (b != kNoBlock) pool_.ref(b);  // the child shares the parent's holes
+  }
   seqs_.emplace(child, std::move(s));
   return std::vector<BlockCopy>{};
 }
@@ -365,11 +368,33 @@ Result<std::vector<BlockCopy>> BlockManager::fork_contiguous(const SeqState& par
   return copies;
 }
 
+int32_t BlockManager::release_outside_window(SeqId seq, int32_t first_query) {
+  const int32_t w = config_.sliding_window;
+  auto it = seqs_.find(seq);
+  if (w <= 0 || !paged() || it == seqs_.end()) return 0;
+  SeqState& s = it->second;
+  const int64_t bs = block_size();
+  // Block i's last key, (i + 1) * bs - 1, is outside the window when it is
+  // <= first_query - w, i.e. (i + 1) * bs <= first_query - w + 1.
+  int64_t limit = (int64_t(first_query) - w + 1) / bs;
+  limit = std::min<int64_t>(limit, int64_t(s.table.size()) - 1);  // never the last block
+  if (caching()) limit = std::min<int64_t>(limit, s.hashed_blocks);  // the chain reads them
+  int32_t n = 0;
+  for (; s.holes < limit; ++s.holes, ++n) {
+    pool_.unref(s.table[size_t(s.holes)]);
+    s.table[size_t(s.holes)] = kNoBlock;
+  }
+  window_released_ += n;
+  return n;
+}
+
 Result<void> BlockManager::free(SeqId seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return seq_error(seq, "is unknown (free)");
   const std::vector<BlockId>& table = it->second.table;
-  for (auto b = table.rbegin(); b != table.rend(); ++b) pool_.unref(*b);  // tail first
+  for (auto b = table.rbegin(); b != table.rend(); ++b) {  // tail first
+    if (*b != kNoBlock) pool_.unref(*b);
+  }
   seqs_.erase(it);
   return {};
 }
@@ -410,6 +435,8 @@ Result<void> BlockManager::check_tables() const {
     if (s.table.size() != want) return seq_error(id, "has a table of the wrong length");
     for (size_t i = 0; i < s.table.size(); ++i) {
       const BlockId b = s.table[i];
+      if ((b == kNoBlock) != (i < size_t(s.holes))) return seq_error(id, "has a hole out of place");
+      if (b == kNoBlock) continue;
       if (b < 0 || b >= total_blocks()) return seq_error(id, "holds a bad block id");
       refs[size_t(b)]++;
       const int64_t fill = std::clamp<int64_t>(int64_t(s.num_tokens) - int64_t(i) * bs, 0, bs);

@@ -4,7 +4,8 @@
 //   - A sequence's table maps logical block i to a physical block. A block is
 //     taken only when a token needs a slot, so a sequence holds at most one
 //     partly filled block (its last). Tables only grow, except when the whole
-//     sequence is freed (finish, cancel, preemption for recompute).
+//     sequence is freed (finish, cancel, preemption for recompute), and
+//     leading entries become holes under a sliding window (below).
 //   - slot of token position p = table[p / block_size] * block_size + p % block_size.
 //   - fork(parent, child) shares every block of the parent (ref++). Appending
 //     into a last block whose ref > 1 copies it first (copy-on-write): a new
@@ -17,6 +18,14 @@
 //     worth, so at least one prompt token is always computed. Hits are
 //     verified against stored tokens and the parent block's identity.
 //     Freed tables are released tail first, so tail blocks are evicted first.
+//   - Sliding window (config sliding_window = W > 0: every layer of the model
+//     attends only keys at positions > p - W from a query at p):
+//     release_outside_window(seq, q) gives back the blocks wholly before the
+//     window of query position q; their table entries become kNoBlock
+//     (holes, always a prefix of the table), every other rule unchanged:
+//     tables keep their length, forks share the holes, free() skips them.
+//     A released block keeps its contents and its prefix-cache entry (ref 0:
+//     cached, evicted like any other), so prefix hits stay correct.
 //   - Admission (can_allocate/allocate) keeps watermark_blocks() available
 //     (free + cached) for running decodes; appends and forks may use them.
 // Contiguous layout (KvLayout::contiguous, a baseline for measuring paging):
@@ -70,6 +79,7 @@ struct BlockManagerConfig {
   bool enable_prefix_caching = true;  // paged layout only
   KvLayout layout = KvLayout::paged;
   int32_t max_model_len = 0;  // contiguous layout: tokens reserved per sequence
+  int32_t sliding_window = 0;  // > 0: every layer's window (release_outside_window)
   BlockHashFn hash_fn = &hash_block;
 };
 
@@ -179,6 +189,17 @@ class BlockManager {
   // copies to run first: always none in the paged layout.
   Result<std::vector<BlockCopy>> fork(SeqId parent, SeqId child);
 
+  // Sliding window: gives back seq's blocks wholly before the window of a
+  // query at position first_query (every key position < first_query -
+  // sliding_window + 1), which no query at or after first_query reads; the
+  // caller passes the earliest position any step not yet run may query.
+  // Returns how many table entries became holes (0: no window, the
+  // contiguous layout, an unknown seq, or nothing out of the window). Only
+  // blocks the prefix-cache chain has passed are released (never a pending
+  // one). O(blocks released).
+  int32_t release_outside_window(SeqId seq, int32_t first_query);
+  int64_t window_released_blocks() const { return window_released_; }
+
   // Releases all blocks of seq (tail first). Also the preemption path.
   Result<void> free(SeqId seq);
   void free_group(std::span<const SeqId> seqs);  // unknown ids are skipped
@@ -207,8 +228,8 @@ class BlockManager {
   PoolCapture capture() const;    // O(blocks) flat copies + O(seqs' tables)
   // The pool's invariants plus: every block's ref count equals the number of
   // table references to it; each table has exactly ceil(num_tokens /
-  // block_size) blocks (contiguous: the reservation), so at most one is
-  // partly filled; registered blocks are full wherever they are referenced;
+  // block_size) entries (contiguous: the reservation), so at most one is
+  // partly filled, and its holes (kNoBlock) are exactly its first `holes`; registered blocks are full wherever they are referenced;
   // sharers of a partly filled block agree on its fill.
   Result<void> check_invariants() const;
 
@@ -221,6 +242,7 @@ class BlockManager {
     bool chain_broken = false;             // no further blocks get registered
     int32_t hashed_blocks = 0;             // leading full blocks the chain has passed
     int32_t num_pending = 0;               // slots booked without a token id yet
+    int32_t holes = 0;                     // leading entries released (kNoBlock)
   };
   struct PrefixMatch {
     int32_t blocks = 0;
@@ -254,7 +276,11 @@ class BlockManager {
   std::unordered_map<SeqId, SeqState> seqs_;
   PrefixCacheStats stats_;
   std::vector<BlockRef> registered_;  // since take_registered()
+  int64_t window_released_ = 0;
 };
+
+// A table entry release_outside_window() gave back (no block).
+inline constexpr BlockId kNoBlock = -1;
 
 // The token id a pending slot holds until commit().
 inline constexpr TokenId kPendingToken = -2;

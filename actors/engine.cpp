@@ -1,5 +1,6 @@
 #include "actors/engine.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -86,6 +87,13 @@ BlockManagerConfig booker_config(const EngineOptions& o, const Executor& ex) {
   bc.enable_prefix_caching = o.enable_prefix_caching;
   bc.layout = o.kv_layout;
   bc.max_model_len = ex.max_model_len();  // contiguous: the per-sequence reservation
+  // Every layer windowed (Mistral v0.1, Phi-3-mini from HF, ...): blocks
+  // outside the window go back to the pool (vLLM's rule). Gemma's global
+  // layers read the whole context, so a model with any global layer frees none.
+  const model::ModelConfig& mc = ex.config();
+  const bool all_windowed = mc.sliding_window > 0 && !mc.sliding_layers.empty() &&
+                            std::ranges::all_of(mc.sliding_layers, [](bool w) { return w; });
+  if (all_windowed && o.free_out_of_window_blocks) bc.sliding_window = mc.sliding_window;
   return bc;
 }
 

@@ -51,6 +51,10 @@ struct EngineOptions : ExecutorOptions {
   SpeculativeOptions speculative;
   int32_t speculative_max_batch = 1;
   bool enable_prefix_caching = true;
+  // A model whose every layer attends through a sliding window: give its
+  // sequences' blocks outside the window back to the pool (block_booking.hpp).
+  // Off only to compare against (tests).
+  bool free_out_of_window_blocks = true;
   // paged (default) or contiguous: the baseline where every admitted sequence
   // reserves ceil(max_model_len / block_size) blocks up front (no sharing, no
   // prefix caching). Set max_model_len to what a contiguous server would
