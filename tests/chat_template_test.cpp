@@ -105,6 +105,13 @@ TEST(ChatTemplateGoldens, MixtralInstruct) { EXPECT_GE(check_golden_file("mixtra
 // Qwen/Qwen3-0.6B's template: thinking blocks stripped from history, reasoning_content,
 // enable_thinking, tools, tool calls with string and dict arguments, tool responses.
 TEST(ChatTemplateGoldens, Qwen3) { EXPECT_GE(check_golden_file("qwen3.cases.json"), 30u); }
+// meta-llama/Llama-3.2-3B-Instruct's template: a system turn with the knowledge cutoff
+// and strftime_now's date, tools in the first user message or the system turn,
+// ipython results, "only supports single tool-calls" for two.
+TEST(ChatTemplateGoldens, Llama32Instruct) { EXPECT_GE(check_golden_file("llama-3.2.cases.json"), 25u); }
+// mistralai/Mistral-Nemo-Instruct-2407's template: the system message joined to the
+// last user turn, [AVAILABLE_TOOLS] before it, 9-character tool call ids.
+TEST(ChatTemplateGoldens, MistralNemoInstruct) { EXPECT_GE(check_golden_file("mistral-nemo.cases.json"), 25u); }
 TEST(ChatTemplateGoldens, StressTemplate) { EXPECT_GE(check_golden_file("stress.cases.json"), 20u); }
 
 // Every template shipped in ../shared/chat-templates has a golden file here.

@@ -4,10 +4,9 @@
 // (llama.cpp's greedy continuation of the 8 prompts of logits/smollm2.json and
 // its top-5 log-probabilities at each of 32 positions). Never builds llama.cpp.
 //
-// Teacher-forced: all prompts are prefilled in one batch, then every step
-// feeds llama.cpp's greedy token, so one flip does not derail what follows.
-// Run for the quantized path and for the exact one (dequantized weights, fp32
-// activations: what the HF goldens of llama_fidelity_test check), per position:
+// Teacher-forced (tests/llamacpp_golden.hpp), for the quantized path and for
+// the exact one (dequantized weights, fp32 activations: what the HF goldens of
+// llama_fidelity_test check), per position:
 //  - greedy: our argmax equals llama.cpp's token, unless llama.cpp's own
 //    top-1 minus top-2 log-probability is below kTieMargin (a near-tie);
 //  - log-probabilities: |ours - llama.cpp's| over llama.cpp's top-5 tokens
@@ -43,23 +42,19 @@
 // ~/.cache/pagoda/models/variants. A file that is absent, or whose size
 // differs from the golden's, skips with the reason.
 #include <gtest/gtest.h>
-#include <simdjson.h>
 
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "formats_test_util.hpp"
-#include "llama_test_util.hpp"
+#include "llamacpp_golden.hpp"
 
 namespace pagoda {
 namespace {
 
-using model::LlamaModel;
 using model::WeightPrecision;
+using test::LlamaCppGolden;
 
 constexpr int32_t kMaxLen = 128;
 constexpr double kTieMargin = 1.0;         // llama.cpp top-1 minus top-2 logprob (nats)
@@ -67,42 +62,9 @@ constexpr double kMaxLogprobDiff = 3.0;    // nats, any of llama.cpp's top-5, an
 constexpr double kP99LogprobDiff = 1.2;    // nats, 99th percentile of those
 constexpr double kMeanLogprobDiff = 0.25;  // nats, mean over all positions and top-5
 
-struct Entry {
-  int32_t id;
-  double logprob;
-};
-
-struct LlamaCppGolden {
-  std::string model;
-  int64_t model_bytes = 0;
-  std::vector<std::vector<int32_t>> ids, greedy;
-  std::vector<std::vector<std::vector<Entry>>> top;  // [prompt][step][rank]
-};
-
 LlamaCppGolden load_golden(const std::string& type) {
-  LlamaCppGolden g;
-  simdjson::dom::parser parser;
-  simdjson::dom::element root =
-      parser.load(std::string(PAGODA_TEST_DATA_DIR) + "/llamacpp/smollm2-" + type + ".json");
-  g.model = std::string(std::string_view(root["model"]));
-  g.model_bytes = int64_t(root["model_bytes"]);
-  for (simdjson::dom::element p : root["prompts"].get_array()) {
-    std::vector<int32_t> ids, greedy;
-    for (int64_t v : p["ids"].get_array()) ids.push_back(int32_t(v));
-    for (int64_t v : p["greedy"].get_array()) greedy.push_back(int32_t(v));
-    std::vector<std::vector<Entry>> steps;
-    for (simdjson::dom::element step : p["top"].get_array()) {
-      std::vector<Entry> row;
-      for (simdjson::dom::element e : step.get_array()) {
-        row.push_back({int32_t(int64_t(e.at(0))), double(e.at(1))});
-      }
-      steps.push_back(std::move(row));
-    }
-    g.ids.push_back(std::move(ids));
-    g.greedy.push_back(std::move(greedy));
-    g.top.push_back(std::move(steps));
-  }
-  return g;
+  return test::load_llamacpp_golden(std::string(PAGODA_TEST_DATA_DIR) + "/llamacpp/smollm2-" + type +
+                                    ".json");
 }
 
 // The golden's model file on this machine, or "" (why in *reason).
@@ -127,93 +89,6 @@ std::string find_model(const LlamaCppGolden& g, std::string* reason) {
   return "";
 }
 
-// Teacher-forced run; returns our log-softmax rows [prompt][step] -> [vocab].
-std::vector<std::vector<std::vector<float>>> run_forced(LlamaModel& m, gpu::KvCache& cache,
-                                                        const LlamaCppGolden& g) {
-  const int32_t S = int32_t(g.ids.size()), V = m.config().vocab_size;
-  const int32_t bs = m.options().block_size, bps = kMaxLen / bs;
-  std::vector<std::vector<int32_t>> tables;
-  for (int32_t i = 0; i < S; ++i) tables.push_back(test::sequential_blocks(kMaxLen, bs, i * bps));
-  std::vector<std::vector<std::vector<float>>> out(static_cast<size_t>(S));
-  std::vector<float> logits(size_t(S) * size_t(V));  // [S, vocab]
-  model::ForwardBatch b;
-  b.clear(bps);
-  for (int32_t i = 0; i < S; ++i) b.add_sequence(g.ids[size_t(i)], 0, tables[size_t(i)], bs);
-  for (size_t step = 0; step < g.greedy[0].size(); ++step) {
-    auto r = m.forward(b, cache, logits.data());
-    EXPECT_TRUE(r.ok()) << r.error().message;
-    if (!r.ok()) break;
-    b.clear(bps);
-    for (int32_t i = 0; i < S; ++i) {
-      const float* row = logits.data() + size_t(i) * size_t(V);  // [vocab]
-      const double mx = *std::max_element(row, row + V);
-      double sum = 0;
-      for (int32_t j = 0; j < V; ++j) sum += std::exp(double(row[j]) - mx);
-      const double lse = mx + std::log(sum);
-      std::vector<float> lp(static_cast<size_t>(V));
-      for (int32_t j = 0; j < V; ++j) lp[size_t(j)] = float(double(row[j]) - lse);
-      out[size_t(i)].push_back(std::move(lp));
-      const int32_t& next = g.greedy[size_t(i)][step];
-      const int32_t pos = int32_t(g.ids[size_t(i)].size() + step);
-      b.add_sequence(std::span<const int32_t>(&next, 1), pos, tables[size_t(i)], bs);
-    }
-  }
-  return out;
-}
-
-// One run's comparison with llama.cpp (and with a second run of ours).
-struct Stats {
-  size_t positions = 0, agree = 0;
-  double max_flip_margin = 0, max_diff = 0, mean_diff = 0, p99_diff = 0;
-  double max_vs_other = 0;  // max |dlogprob| against `other` on llama.cpp's top-5
-};
-
-Stats compare(const LlamaCppGolden& g, const std::vector<std::vector<std::vector<float>>>& ours,
-              const std::vector<std::vector<std::vector<float>>>& other) {
-  Stats s;
-  std::vector<double> diffs;
-  for (size_t p = 0; p < g.ids.size(); ++p) {
-    for (size_t t = 0; t < g.greedy[p].size(); ++t) {
-      const std::vector<float>& lp = ours[p][t];  // [vocab]
-      const std::vector<Entry>& top = g.top[p][t];
-      ++s.positions;
-      const int32_t mine = test::argmax(lp.data(), int32_t(lp.size()));
-      const double margin = top[0].logprob - top[1].logprob;
-      if (mine == g.greedy[p][t]) {
-        ++s.agree;
-      } else {
-        s.max_flip_margin = std::max(s.max_flip_margin, margin);
-        EXPECT_LT(margin, kTieMargin)
-            << "prompt " << p << " step " << t << ": ours " << mine << ", llama.cpp "
-            << g.greedy[p][t] << " (llama.cpp margin " << margin << ")";
-      }
-      for (const Entry& e : top) {
-        diffs.push_back(std::fabs(double(lp[size_t(e.id)]) - e.logprob));
-        s.max_vs_other = std::max(
-            s.max_vs_other, std::fabs(double(lp[size_t(e.id)]) - other[p][t][size_t(e.id)]));
-      }
-    }
-  }
-  std::sort(diffs.begin(), diffs.end());
-  for (double d : diffs) s.mean_diff += d / double(diffs.size());
-  s.max_diff = diffs.back();
-  s.p99_diff = diffs[diffs.size() * 99 / 100];
-  return s;
-}
-
-std::vector<std::vector<std::vector<float>>> run_precision(const std::string& path,
-                                                           const LlamaCppGolden& g,
-                                                           WeightPrecision prec) {
-  auto backend = test::cpu_backend();
-  auto m = test::load_small_batch_model(path, *backend, prec, kMaxLen);
-  EXPECT_TRUE(m.ok()) << m.error().message;
-  if (!m.ok()) return {};
-  auto cache = backend->create_kv_cache((*m)->kv_cache_spec(), 8 * kMaxLen / 16);
-  EXPECT_TRUE(cache.ok());
-  if (!cache.ok()) return {};
-  return run_forced(**m, *cache, g);
-}
-
 class LlamaCppFidelity : public ::testing::TestWithParam<const char*> {};
 
 // The quantized path, and beside it the exact path (dequantized weights, fp32
@@ -224,25 +99,14 @@ TEST_P(LlamaCppFidelity, TeacherForcedGreedyAndTopLogprobs) {
   std::string reason;
   const std::string path = find_model(g, &reason);
   if (path.empty()) GTEST_SKIP() << reason;
-  const auto quantized = run_precision(path, g, WeightPrecision::kQuantized);
-  const auto exact = run_precision(path, g, WeightPrecision::kExact);
-  ASSERT_EQ(quantized.size(), g.ids.size());
-  ASSERT_EQ(exact.size(), g.ids.size());
-  for (size_t p = 0; p < g.ids.size(); ++p) {
-    ASSERT_EQ(quantized[p].size(), g.greedy[p].size());
-    ASSERT_EQ(exact[p].size(), g.greedy[p].size());
-  }
-  const Stats q = compare(g, quantized, exact);
-  std::printf("[%s quantized] greedy agreement %zu/%zu (largest llama.cpp margin at a flip %.3f),"
-              " top-5 |dlogprob| mean %.4f p99 %.4f max %.4f; vs our exact path max %.4f\n",
-              g.model.c_str(), q.agree, q.positions, q.max_flip_margin, q.mean_diff, q.p99_diff,
-              q.max_diff, q.max_vs_other);
-  const Stats e = compare(g, exact, quantized);
-    std::printf("[%s exact]     greedy agreement %zu/%zu (largest llama.cpp margin at a flip %.3f),"
-                " top-5 |dlogprob| mean %.4f p99 %.4f max %.4f\n",
-                g.model.c_str(), e.agree, e.positions, e.max_flip_margin, e.mean_diff, e.p99_diff,
-                e.max_diff);
-  for (const Stats* s : {&q, &e}) {
+  const auto quantized = test::run_llamacpp_golden(path, g, WeightPrecision::kQuantized, kMaxLen);
+  const auto exact = test::run_llamacpp_golden(path, g, WeightPrecision::kExact, kMaxLen);
+  if (HasFailure()) return;
+  const test::LlamaCppStats q = test::compare_with_llamacpp(g, quantized, exact, kTieMargin);
+  test::print_llamacpp_stats(g.model + " quantized", q);
+  const test::LlamaCppStats e = test::compare_with_llamacpp(g, exact, quantized, kTieMargin);
+  test::print_llamacpp_stats(g.model + " exact", e);
+  for (const test::LlamaCppStats* s : {&q, &e}) {
     EXPECT_LE(s->max_diff, kMaxLogprobDiff);
     EXPECT_LE(s->p99_diff, kP99LogprobDiff);
     EXPECT_LE(s->mean_diff, kMeanLogprobDiff);

@@ -182,6 +182,37 @@ def _qwen3():
     ]
 
 
+def _llama32():
+    call = {"role": "assistant", "content": "", "tool_calls": [_tool_call("get_weather", {"city": "Paris"})]}
+    two = {"role": "assistant", "content": "", "tool_calls": [
+        _tool_call("get_weather", {"city": "Paris"}), _tool_call("get_time", {"tz": "UTC"}, "call_2")]}
+    tool_out = {"role": "tool", "content": "{\"temp\": 21}", "tool_call_id": "call_1"}
+    return [
+        _conv("tools_in_user_message", [SYS, U1], tools=[WEATHER_TOOL, TIME_TOOL]),
+        _conv("tools_in_system", [U1], tools=[WEATHER_TOOL], extra_context={"tools_in_user_message": False}),
+        _conv("tools_without_user_rejected", [SYS], tools=[WEATHER_TOOL]),
+        _conv("tool_call_and_ipython", [U1, call, tool_out], tools=[WEATHER_TOOL]),
+        _conv("two_tool_calls_rejected", [U1, two], tools=[WEATHER_TOOL, TIME_TOOL]),
+        _conv("date_string_given", [U1], extra_context={"date_string": "01 Jan 2030"}),
+    ]
+
+
+def _mistral_nemo():
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        _tool_call("get_weather", {"city": "Paris"}, "abcDEF123")]}
+    bad_id = {"role": "assistant", "content": None, "tool_calls": [
+        _tool_call("get_weather", {"city": "Paris"}, "call_1")]}
+    tool_out = {"role": "tool", "content": "{\"temp\": 21}", "tool_call_id": "abcDEF123"}
+    return [
+        _conv("two_users_rejected", [U1, U2]),
+        _conv("assistant_first_rejected", [A1, U1]),
+        _conv("tools_before_last_user", [SYS, U1, A1, U2], tools=[WEATHER_TOOL, TIME_TOOL]),
+        _conv("tool_call_and_result", [U1, call, tool_out], tools=[WEATHER_TOOL]),
+        _conv("tool_call_id_not_nine_rejected", [U1, bad_id], tools=[WEATHER_TOOL]),
+        _conv("system_only", [SYS]),
+    ]
+
+
 CONVERSATIONS = {
     "smollm2": _smollm2(),
     "deepseek-r1-distill-qwen": _deepseek(),
@@ -217,6 +248,14 @@ CONVERSATIONS = {
         _conv("tool_role_rejected", [U1, A1, {"role": "tool", "content": "{}"}]),
         _conv("system_only", [SYS]),
     ],
+    # Llama 3.2's template: a system turn always (today's date from
+    # strftime_now, the knowledge cutoff), tools in the first user message or
+    # the system turn (tools_in_user_message), ipython results, one tool call.
+    "llama-3.2": _common() + _llama32(),
+    # Mistral-Nemo's template: the system message joined to the last user
+    # turn, strict alternation, [AVAILABLE_TOOLS] before the last user turn,
+    # tool call ids of exactly 9 alphanumerics.
+    "mistral-nemo": _common() + _mistral_nemo(),
     "stress": _stress(),
 }
 

@@ -197,7 +197,8 @@ def hf_name_of(gguf_name, mixtral):
     parts = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
              "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
              "attn_k_norm": "self_attn.k_norm", "ffn_norm": "post_attention_layernorm",
-             "ffn_gate_inp": f"{moe}.gate"}
+             "ffn_gate_inp": f"{moe}.gate", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+             "ffn_down": "mlp.down_proj"}
     base = rest[: -len(".weight")]
     if base in exps:
         return f"model.layers.{layer}.{moe}.experts.{{}}.{exps[base]}.weight"
@@ -208,12 +209,14 @@ def dequantized_logits(d, gguf_file, model_cls, seqs, out_json):
     """HF's logits of the weights a (quantized) GGUF holds: every tensor
     dequantized by the gguf package (gguf.quants.dequantize), llama's Q/K rows
     un-permuted, the 3-D expert tensors split per expert, loaded into the HF
-    model of directory d."""
+    model of directory d (Mixtral, Qwen3-MoE, and the dense Mistral of
+    tools/gen-arch-llamacpp-goldens.py)."""
     import gguf
     import numpy as np
     from safetensors.torch import save_file
     cfg = json.loads((d / "config.json").read_text())
     mixtral = cfg["model_type"] == "mixtral"
+    llama_arch = mixtral or cfg["model_type"] == "mistral"  # files of arch "llama": Q/K permuted
     heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     r = gguf.GGUFReader(str(gguf_file))
     state = {}
@@ -221,7 +224,7 @@ def dequantized_logits(d, gguf_file, model_cls, seqs, out_json):
         w = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
         w = w.reshape([int(x) for x in reversed(t.shape)])
         name = hf_name_of(t.name, mixtral)
-        if mixtral and (".attn_q." in t.name or ".attn_k." in t.name):  # undo LlamaModel.permute
+        if llama_arch and (".attn_q." in t.name or ".attn_k." in t.name):  # undo LlamaModel.permute
             n = heads if ".attn_q." in t.name else kv_heads
             w = w.reshape(n, w.shape[0] // n // 2, 2, w.shape[1]).swapaxes(1, 2).reshape(w.shape)
         if "{}" in name:

@@ -19,6 +19,11 @@ Makes:
                                            <end_of_turn>, assistant as "model"), as llama.cpp
                                            vendors it (models/templates/google-gemma-2-2b-it.jinja;
                                            same env)
+  tests/data/chat/llama-3.2.jinja          meta-llama/Llama-3.2-3B-Instruct's template, as
+                                           llama.cpp vendors it (models/templates/
+                                           meta-llama-Llama-3.2-3B-Instruct.jinja; same env)
+  tests/data/chat/mistral-nemo.cases.json  cases of mistral-nemo.jinja (tools/gen-tool-chat-goldens.py
+                                           copies the template)
   tests/data/chat/gemma-3-it.jinja         google/gemma-3-*-it's and Mixtral-8x7B-Instruct-v0.1's
   tests/data/chat/mixtral-instruct.jinja   templates, from tools/chat_templates_quoted.py (which
                                            says where each text comes from)
@@ -89,6 +94,10 @@ FAMILIES = {
     "gemma-3-it": ("<bos>", "<eos>"),
     # Mixtral-8x7B-Instruct-v0.1's tokenizer_config.json: bos <s>, eos </s>.
     "mixtral-instruct": ("<s>", "</s>"),
+    # Llama-3.2-*-Instruct's tokenizer_config.json: bos <|begin_of_text|>, eos <|eot_id|>.
+    "llama-3.2": ("<|begin_of_text|>", "<|eot_id|>"),
+    # Mistral-Nemo-Instruct-2407's tokenizer_config.json: bos <s>, eos </s>.
+    "mistral-nemo": ("<s>", "</s>"),
     "stress": ("<s>", "</s>"),
 }
 
@@ -107,30 +116,23 @@ def extract_smollm2():
         sys.exit(f"no model at {MODEL} and no existing {dst}")
 
 
-def copy_qwen3():
+# Templates as llama.cpp vendors them (models/templates/), by our file name.
+VENDORED = {
+    "qwen3.jinja": "Qwen-Qwen3-0.6B.jinja",
+    "phi-3.5-mini-instruct.jinja": "microsoft-Phi-3.5-mini-instruct.jinja",
+    "gemma-2-it.jinja": "google-gemma-2-2b-it.jinja",
+    "llama-3.2.jinja": "meta-llama-Llama-3.2-3B-Instruct.jinja",
+}
+
+
+def copy_vendored():
+    """Copies VENDORED from PAGODA_LLAMA_CPP; without it the existing copies stay."""
     src = os.environ.get("PAGODA_LLAMA_CPP")
-    if src:
-        shutil.copyfile(pathlib.Path(src) / "models" / "templates" / "Qwen-Qwen3-0.6B.jinja", OUT / "qwen3.jinja")
-    elif not (OUT / "qwen3.jinja").exists():
-        sys.exit("no PAGODA_LLAMA_CPP and no existing tests/data/chat/qwen3.jinja")
-
-
-def copy_phi35():
-    src = os.environ.get("PAGODA_LLAMA_CPP")
-    if src:
-        shutil.copyfile(pathlib.Path(src) / "models" / "templates" / "microsoft-Phi-3.5-mini-instruct.jinja",
-                        OUT / "phi-3.5-mini-instruct.jinja")
-    elif not (OUT / "phi-3.5-mini-instruct.jinja").exists():
-        sys.exit("no PAGODA_LLAMA_CPP and no existing tests/data/chat/phi-3.5-mini-instruct.jinja")
-
-
-def copy_gemma2():
-    src = os.environ.get("PAGODA_LLAMA_CPP")
-    if src:
-        shutil.copyfile(pathlib.Path(src) / "models" / "templates" / "google-gemma-2-2b-it.jinja",
-                        OUT / "gemma-2-it.jinja")
-    elif not (OUT / "gemma-2-it.jinja").exists():
-        sys.exit("no PAGODA_LLAMA_CPP and no existing tests/data/chat/gemma-2-it.jinja")
+    for ours, theirs in VENDORED.items():
+        if src:
+            shutil.copyfile(pathlib.Path(src) / "models" / "templates" / theirs, OUT / ours)
+        elif not (OUT / ours).exists():
+            sys.exit(f"no PAGODA_LLAMA_CPP and no existing tests/data/chat/{ours}")
 
 
 def write_quoted():
@@ -209,9 +211,7 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     extract_smollm2()
     copy_shared()
-    copy_qwen3()
-    copy_phi35()
-    copy_gemma2()
+    copy_vendored()
     write_quoted()
     gen_conversations()
     gen_snippets()

@@ -67,7 +67,7 @@ def build_driver(src, build, exe):
     if missing:
         sys.exit(f"gen-llamacpp-goldens: {build} lacks {missing} (build target llama there)")
     cmd = ["g++", "-O2", "-std=c++17", f"-I{src}/include", f"-I{src}/ggml/include",
-           str(DRIVER), *[str(build / l) for l in libs], "-lpthread", "-ldl", "-o", str(exe)]
+           str(DRIVER), *[str(build / l) for l in libs], "-fopenmp", "-lpthread", "-ldl", "-o", str(exe)]  # -fopenmp: builds with GGML_OPENMP
     subprocess.run(cmd, check=True)
 
 
