@@ -14,7 +14,8 @@
 #     flags are chosen explicitly from /proc/cpuinfo instead; AMX is always off.
 #   - needs cmake, ninja (or make) and a C++17 compiler; no CUDA, no curl, no SSL.
 # Environment: LLAMA_CPP_PYTHON_VERSION (default pinned below), PYTHON (a Python
-# with pip; default /work/main/.venv/bin/python or python3), JOBS (default nproc).
+# with pip; default /work/main/.venv/bin/python or python3), JOBS (default nproc),
+# LLAMA_CPP_ISA_OFF (see below).
 set -euo pipefail
 
 VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
@@ -30,6 +31,11 @@ log() { echo "llama-cpp.sh: $*" >&2; }
 
 # The CPU's flags (first processor's line of /proc/cpuinfo).
 cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+# LLAMA_CPP_ISA_OFF: /proc/cpuinfo flags to treat as absent, to build the
+# peer for a smaller ISA on this machine (a side-by-side with Pagoda forced to
+# the same one by PAGODA_CPU_ISA), e.g. "avx_vnni avx512_vnni avx512vbmi
+# avx512_bf16" for a Skylake-class AVX-512 without VNNI.
+for off in ${LLAMA_CPP_ISA_OFF:-}; do cpu_flags=${cpu_flags// $off / }; done
 has() { [[ "$cpu_flags" == *" $1 "* ]]; }
 onoff() { if has "$1"; then echo ON; else echo OFF; fi; }
 
