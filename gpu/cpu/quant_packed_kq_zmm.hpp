@@ -48,7 +48,8 @@ PAGODA_SIMD inline void kunpack(const uint8_t* q, __m512i* v) {
   v[6] = kvec<F, 6>(x, h), v[7] = kvec<F, 7>(x, h);
 }
 
-// P_lo − offset·S_lo, P_hi − offset·S_hi (quant_packed.hpp), 16 rows (int32 lanes).
+// P_lo − offset·S_lo, P_hi − offset·S_hi (quant_packed.hpp), 16 rows (int32 lanes);
+// without VNNI, Q4_K's lo holds P_lo + P_hi and hi 0 (its callers add the two).
 template <WeightFormat F>
 PAGODA_SIMD inline void kpartial(const __m512i* v, const ActBlock& a, __m512i& lo, __m512i& hi) {
   constexpr int kOff = packed_k_offset(F);  // Q3_K, Q6_K: P − offset·S from the start
@@ -62,6 +63,9 @@ PAGODA_SIMD inline void kpartial(const __m512i* v, const ActBlock& a, __m512i& l
   }
 #else
   constexpr int kG = F == WeightFormat::Q6_K ? 2 : 4;  // vectors per int16 sum
+  // Q4_K: nibble·a pairs <= 2·15·128, so all 8 vectors sum in one int16
+  // register (<= 30720, exact) and hi stays 0: one vpmaddwd, not two.
+  constexpr bool kOne = F == WeightFormat::Q4_K;
   const __m512i ones = _mm512_set1_epi16(1);
 #pragma GCC unroll 2
   for (int c0 = 0; c0 < 4; c0 += kG) {
@@ -69,35 +73,13 @@ PAGODA_SIMD inline void kpartial(const __m512i* v, const ActBlock& a, __m512i& l
 #pragma GCC unroll 4
     for (int c = c0; c < c0 + kG; ++c) {
       l16 = _mm512_add_epi16(l16, _mm512_maddubs_epi16(v[c], bcast4(a.qs + 4 * c)));
-      h16 = _mm512_add_epi16(h16, _mm512_maddubs_epi16(v[c + 4], bcast4(a.qs + 16 + 4 * c)));
+      const __m512i h = _mm512_maddubs_epi16(v[c + 4], bcast4(a.qs + 16 + 4 * c));
+      (kOne ? l16 : h16) = _mm512_add_epi16(kOne ? l16 : h16, h);
     }
     lo = _mm512_add_epi32(lo, _mm512_madd_epi16(l16, ones));
-    hi = _mm512_add_epi32(hi, _mm512_madd_epi16(h16, ones));
+    if constexpr (!kOne) hi = _mm512_add_epi32(hi, _mm512_madd_epi16(h16, ones));
   }
 #endif
-}
-
-// P_lo + P_hi (Q4_K, Q5_K: one scale per 32 elements). Without VNNI, Q4_K's
-// nibble·a pairs (<= 2·15·128) summed over all 8 vectors stay <= 30720, so
-// one int16 sum and one vpmaddwd replace kpartial's two (int32 sums are
-// exact either way: the same result, fewer instructions).
-template <WeightFormat F>
-PAGODA_SIMD inline __m512i kpsum(const __m512i* v, const ActBlock& a) {
-#if !PAGODA_VNNI
-  if constexpr (F == WeightFormat::Q4_K) {
-    static_assert(packed_k_offset(F) == 0 && !packed_k_sub16(F));
-    __m512i s16 = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(v[c], bcast4(a.qs + 4 * c)));
-      s16 = _mm512_add_epi16(s16, _mm512_maddubs_epi16(v[c + 4], bcast4(a.qs + 16 + 4 * c)));
-    }
-    return _mm512_madd_epi16(s16, _mm512_set1_epi16(1));
-  }
-#endif
-  __m512i lo, hi;
-  kpartial<F>(v, a, lo, hi);
-  return _mm512_add_epi32(lo, hi);
 }
 
 PAGODA_SIMD inline __m512i load_s8x16(const uint8_t* p) {
@@ -160,14 +142,14 @@ PAGODA_SIMD inline void kmicro(const uint8_t* g, int64_t gstride, const ActBlock
 #pragma GCC unroll 8
       for (int r = 0; r < MR; ++r) {
         const ActBlock& ab = a[r][b];
+        __m512i plo, phi;
+        kpartial<F>(v, ab, plo, phi);
         const __m512 ad = _mm512_set1_ps(ab.d);
         if constexpr (kH1 == 0) {  // Q4_K, Q5_K: one scale per 32 elements
-          const __m512 p = _mm512_cvtepi32_ps(kpsum<F>(v, ab));
+          const __m512 p = _mm512_cvtepi32_ps(_mm512_add_epi32(plo, phi));
           acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, ad), p, acc[i][r]);
           macc[i][r] = _mm512_fmadd_ps(m0, _mm512_set1_ps(ab.s), macc[i][r]);
         } else {
-          __m512i plo, phi;
-          kpartial<F>(v, ab, plo, phi);
           const int32_t s_lo = ab.sum_lo, s_hi = ab.sum - ab.sum_lo;
           acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, ad), _mm512_cvtepi32_ps(plo), acc[i][r]);
           acc[i][r] = _mm512_fmadd_ps(_mm512_mul_ps(d1, ad), _mm512_cvtepi32_ps(phi), acc[i][r]);
