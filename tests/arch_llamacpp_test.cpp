@@ -71,13 +71,7 @@ HfReference load_hf_reference(const std::string& json_path) {
   h.max = double(s["max"]);
   h.max_flip_margin = double(s["max_flip_margin"]);
   for (simdjson::dom::element p : root["prompts"].get_array()) {
-    std::vector<std::vector<test::LlamaCppEntry>> steps;
-    for (simdjson::dom::element step : p["hf_top"].get_array()) {
-      std::vector<test::LlamaCppEntry> row;
-      for (simdjson::dom::element e : step.get_array()) row.push_back({int32_t(int64_t(e.at(0))), double(e.at(1))});
-      steps.push_back(std::move(row));
-    }
-    h.top.push_back(std::move(steps));
+    h.top.push_back(test::parse_top_steps(p["hf_top"].get_array()));
   }
   return h;
 }

@@ -36,6 +36,17 @@ struct LlamaCppGolden {
   std::vector<std::vector<std::vector<LlamaCppEntry>>> top;  // [prompt][step][rank]
 };
 
+// A golden's per-step top-k lists ([[id, logprob], ...] per step) as [step][rank].
+inline std::vector<std::vector<LlamaCppEntry>> parse_top_steps(simdjson::dom::array steps_json) {
+  std::vector<std::vector<LlamaCppEntry>> steps;
+  for (simdjson::dom::element step : steps_json) {
+    std::vector<LlamaCppEntry> row;
+    for (simdjson::dom::element e : step.get_array()) row.push_back({int32_t(int64_t(e.at(0))), double(e.at(1))});
+    steps.push_back(std::move(row));
+  }
+  return steps;
+}
+
 inline LlamaCppGolden load_llamacpp_golden(const std::string& json_path) {
   LlamaCppGolden g;
   simdjson::dom::parser parser;
@@ -46,17 +57,9 @@ inline LlamaCppGolden load_llamacpp_golden(const std::string& json_path) {
     std::vector<int32_t> ids, greedy;
     for (int64_t v : p["ids"].get_array()) ids.push_back(int32_t(v));
     for (int64_t v : p["greedy"].get_array()) greedy.push_back(int32_t(v));
-    std::vector<std::vector<LlamaCppEntry>> steps;
-    for (simdjson::dom::element step : p["top"].get_array()) {
-      std::vector<LlamaCppEntry> row;
-      for (simdjson::dom::element e : step.get_array()) {
-        row.push_back({int32_t(int64_t(e.at(0))), double(e.at(1))});
-      }
-      steps.push_back(std::move(row));
-    }
     g.ids.push_back(std::move(ids));
     g.greedy.push_back(std::move(greedy));
-    g.top.push_back(std::move(steps));
+    g.top.push_back(parse_top_steps(p["top"].get_array()));
   }
   return g;
 }

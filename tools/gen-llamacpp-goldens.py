@@ -71,6 +71,27 @@ def build_driver(src, build, exe):
     subprocess.run(cmd, check=True)
 
 
+def run_driver(exe, model, prompts, steps, top_k, threads):
+    """llama.cpp's rows for the prompts (one {"ids", "greedy", "top"} each)
+    and its system_info line."""
+    stdin = "".join(" ".join(map(str, ids)) + "\n" for ids in prompts)
+    r = subprocess.run([str(exe), str(model), str(steps), str(top_k), str(threads)],
+                       input=stdin, capture_output=True, text=True, check=True)
+    info = re.search(r"^system_info: (.*)$", r.stderr, re.M)
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [row["ids"] for row in rows] == prompts
+    return rows, info.group(1).strip() if info else ""
+
+
+def write_golden(dest, header, rows):
+    """header's keys, then "prompts": rows, one row per line."""
+    with open(dest, "w") as f:
+        f.write(json.dumps(header, indent=1)[:-2] + ',\n "prompts": [\n')
+        f.write(",\n".join(json.dumps(row, separators=(",", ":")) for row in rows))
+        f.write("\n ]\n}\n")
+    json.loads(dest.read_text())
+
+
 def quant_type(path):
     m = re.search(r"\.([A-Za-z0-9_]+)\.gguf$", path.name)
     return m.group(1) if m else path.stem
@@ -95,26 +116,15 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         exe = pathlib.Path(tmp) / "driver"
         build_driver(a.llama_src, a.build_dir, exe)
-        stdin = "".join(" ".join(map(str, ids)) + "\n" for ids in prompts)
         for model in a.models:
-            r = subprocess.run([str(exe), str(model), str(a.steps), str(a.top_k), str(a.threads)],
-                               input=stdin, capture_output=True, text=True, check=True)
-            info = re.search(r"^system_info: (.*)$", r.stderr, re.M)
-            rows = [json.loads(line) for line in r.stdout.splitlines()]
-            assert [row["ids"] for row in rows] == prompts
-            out = {"llama_cpp": version, "system_info": info.group(1).strip() if info else "",
+            rows, info = run_driver(exe, model, prompts, a.steps, a.top_k, a.threads)
+            out = {"llama_cpp": version, "system_info": info,
                    "model": model.name, "model_sha256": sha256(model),
                    "model_bytes": model.stat().st_size, "steps": a.steps,
-                   "top_k": a.top_k, "prompts": rows}
+                   "top_k": a.top_k}
             dest = OUT_DIR / f"smollm2-{quant_type(model)}.json"
-            with open(dest, "w") as f:
-                f.write(json.dumps({k: v for k, v in out.items() if k != "prompts"},
-                                   indent=1)[:-2] + ',\n "prompts": [\n')
-                f.write(",\n".join(json.dumps(row, separators=(",", ":")) for row in rows))
-                f.write("\n ]\n}\n")
-            json.loads(dest.read_text())
+            write_golden(dest, out, rows)
             print(f"{dest.relative_to(REPO)}: {os.path.getsize(dest)} bytes")
-
 
 if __name__ == "__main__":
     main()
