@@ -168,19 +168,62 @@ PAGODA_SIMD inline void kmicro(const uint8_t* g, int64_t gstride, const ActBlock
 }
 
 #if PAGODA_VNNI
-// kmicro for one group and 16 activation rows (decode batches of 16..32 rows),
-// Q4_K and Q5_K (one scale per 32 elements): each tile is unpacked once for
-// all 16 rows, whose sums run as one vpdpbusd chain each (16 chains hide the
-// latency; int32 sums are exact, so the chain's order does not matter). The
-// 16 accumulators and 8 weight vectors fill the registers, so the minimum
-// term (Q4_K, Q5_K: dmin·mn·s per block) is summed in a second pass over the
-// headers, block by block in the same order, and subtracted as kmicro does:
-// the same fp32 operations in the same order, so the scalar kernel's bits.
+// The 16 rows' fp32 steps of one tile for Q3_K and Q6_K (a scale per 16
+// elements, an offset, no minimum): kmicro's P_lo / P_hi chains (from
+// −offset·S) and its two FMAs per row in its order, so the scalar bits.
 template <WeightFormat F>
+PAGODA_SIMD inline void kwide_sub16(const __m512i* v, const ActBlock* const* a, int64_t b,
+                                    __m512 d0, __m512 d1, __m512* acc) {
+#pragma GCC unroll 16
+  for (int r = 0; r < 16; ++r) {
+    const ActBlock& ab = a[r][b];
+    __m512i plo, phi;
+    kpartial<F>(v, ab, plo, phi);
+    const __m512 ad = _mm512_set1_ps(ab.d);
+    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, ad), _mm512_cvtepi32_ps(plo), acc[r]);
+    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d1, ad), _mm512_cvtepi32_ps(phi), acc[r]);
+  }
+}
+
+// The 8 rows' sums of one tile for Q4_K and Q5_K (prefill blocks): the
+// chains interleaved weight vector by weight vector (8 independent
+// vpdpbusd in flight, where one row's 8-long chain would wait on its
+// latency), then kmicro_wide's fp32 step per row.
+PAGODA_SIMD inline void kwide_rows8(const __m512i* v, const ActBlock* const* a, int64_t b,
+                                    __m512 d0, __m512* acc) {
+  __m512i p[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) p[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {  // kpartial's pairs: v[c] with qs[4c..], v[c + 4] with qs[16 + 4c..]
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) p[r] = _mm512_dpbusd_epi32(p[r], v[c], bcast4(a[r][b].qs + 4 * c));
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) p[r] = _mm512_dpbusd_epi32(p[r], v[c + 4], bcast4(a[r][b].qs + 16 + 4 * c));
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) {
+    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, _mm512_set1_ps(a[r][b].d)), _mm512_cvtepi32_ps(p[r]), acc[r]);
+  }
+}
+
+// kmicro for one group and kRows activation rows: 16 (decode batches of
+// 16..32 rows: each tile is unpacked once for all 16 rows instead of once
+// per 8), or 8 for Q4_K and Q5_K (prefill blocks: kwide_rows8).
+//  - Q4_K, Q5_K (one scale per 32 elements): one vpdpbusd chain per row (16
+//    chains hide the latency; int32 sums are exact, so the chain's order does
+//    not matter). The accumulators and 8 weight vectors fill the registers,
+//    so the minimum term (dmin·mn·s per block) is summed in a second pass
+//    over the headers, block by block in the same order, and subtracted as
+//    kmicro does;
+//  - Q3_K, Q6_K (kwide_sub16, 16 rows only): no minimum, so one pass.
+// The same fp32 operations in the same order: the scalar kernel's bits.
+template <WeightFormat F, int kRows>
 PAGODA_SIMD inline void kmicro_wide(const uint8_t* g, const ActBlock* const* a, int64_t nb,
                                     __m512* out, const uint8_t* pf) {
-  static_assert(!packed_k_sub16(F) && packed_k_offset(F) == 0);
-  constexpr int kRows = 16;
+  constexpr bool kSub16 = packed_k_sub16(F);
+  static_assert(kSub16 ? !packed_k_min(F) : packed_k_offset(F) == 0);
+  static_assert(kRows == 16 || (kRows == 8 && !kSub16));
   constexpr int64_t kHead = packed_k_super_header(F), kTile = packed_tile_bytes(F);
   constexpr int64_t kSpan = kHead + kTile + 64;
   __m512 acc[kRows];
@@ -200,6 +243,15 @@ PAGODA_SIMD inline void kmicro_wide(const uint8_t* g, const ActBlock* const* a, 
     const __m512 d0 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(load_s8x16(t + packed_k_scale_at(F))));
     __m512i v[8];
     kunpack<F>(t + packed_k_header(F), v);
+    if constexpr (kSub16) {
+      const __m512 d1 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(load_s8x16(t + packed_k_scale_at(F) + 16)));
+      kwide_sub16<F>(v, a, b, d0, d1, acc);
+      continue;
+    }
+    if constexpr (kRows == 8) {
+      kwide_rows8(v, a, b, d0, acc);
+      continue;
+    }
 #pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
       const ActBlock& ab = a[r][b];
@@ -211,6 +263,11 @@ PAGODA_SIMD inline void kmicro_wide(const uint8_t* g, const ActBlock* const* a, 
       }
       acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, _mm512_set1_ps(ab.d)), _mm512_cvtepi32_ps(p), acc[r]);
     }
+  }
+  if constexpr (kSub16) {
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) out[r] = acc[r];
+    return;
   }
   __m512 macc[kRows];
 #pragma GCC unroll 16

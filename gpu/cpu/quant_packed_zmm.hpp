@@ -244,10 +244,13 @@ PAGODA_SIMD inline void run(const LinearWeight& w, const ActBlock* const* a, int
   const bool pf = prefetch && (g + NG) * kPackRows < w.n;
   __m512 out[NG * MR];
   const uint8_t* next = pf ? base + (g + NG) * gstride : nullptr;
-  if constexpr (packed_kquant(F) && MR > 8) {
+  // Q4_K and Q5_K blocks of 8 rows (prefill) through kmicro_wide too: no
+  // minimum accumulators in the pass, so the 8 chains interleave.
+  constexpr bool kWide8 = PAGODA_VNNI && MR == 8 && (F == WeightFormat::Q4_K || F == WeightFormat::Q5_K);
+  if constexpr (packed_kquant(F) && (MR > 8 || kWide8)) {
 #if PAGODA_VNNI
-    static_assert(NG == 1 && MR == 16);
-    kmicro_wide<F>(base + g * gstride, a, nb, out, next);
+    static_assert(NG == 1 && (MR == 16 || MR == 8));
+    kmicro_wide<F, MR>(base + g * gstride, a, nb, out, next);
 #endif
   } else if constexpr (packed_kquant(F)) {
     kmicro<F, NG, MR>(base + g * gstride, gstride, a, nb, out, next);
@@ -278,13 +281,19 @@ PAGODA_SIMD void tile(const LinearWeight& w, const ActBlock* act, float* y, int6
   // 32 zmm registers). Longer prefill blocks measured faster in passes of 8
   // (M = 512: 1457 vs 1623 ms for a 1B prompt of 512 tokens).
   constexpr int kMR = 8;
-  // K-quants: Q4_K and Q5_K (one scale per 32 elements) through kmicro_wide.
-  constexpr bool kWideK = F == WeightFormat::Q4_K || F == WeightFormat::Q5_K;
+  // K-quants through kmicro_wide: all but Q2_K (a scale and a minimum per 16
+  // elements: too many live registers for 16 rows).
+  constexpr bool kWideK = packed_kquant(F) && F != WeightFormat::Q2_K;
   constexpr bool kWide = PAGODA_VNNI && ((!packed_has_offset(F) && !packed_kquant(F)) || kWideK);
+  // K-quant prefill blocks run in 16-row passes too where the 16 rows'
+  // activation blocks (16 · K/32 · 48 B) fit a 48 KiB L1, K <= 2048
+  // (bench_kernels --llama1b --format q4_k --m 512: qkv and gate_up 2.5-3%
+  // faster than 8-row passes; down, K = 8192, 4-7% slower).
+  const bool wide_prefill = kWideK && w.k <= 2048;
   for (int64_t g = g0; g < g1; ++g) {
     int64_t m = m0;
     if constexpr (kWide) {
-      for (; m + 16 <= m1 && m1 - m0 <= 32; m += 16) {
+      for (; m + 16 <= m1 && (m1 - m0 <= 32 || wide_prefill); m += 16) {
         const ActBlock* a[16];
         for (int r = 0; r < 16; ++r) a[r] = act + (m + r) * nb;
         run<F, 1, 16>(w, a, m, g, y, m == m0);
