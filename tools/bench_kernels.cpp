@@ -45,6 +45,7 @@
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -315,6 +316,26 @@ int cpu_attention_cases(bool quick) {
   return 0;
 }
 
+// The formats --format takes, by their names in lower case.
+constexpr WeightFormat kBenchFormats[] = {
+    WeightFormat::Q4_0, WeightFormat::Q8_0,   WeightFormat::Q4_1,   WeightFormat::Q5_0,
+    WeightFormat::Q5_1, WeightFormat::IQ4_NL, WeightFormat::IQ4_XS, WeightFormat::Q2_K,
+    WeightFormat::Q3_K, WeightFormat::Q4_K,   WeightFormat::Q5_K,   WeightFormat::Q6_K};
+
+std::string lower_name(WeightFormat f) {
+  std::string s(pagoda::gpu::format_name(f));
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// --format's value, or nullopt.
+std::optional<WeightFormat> parse_format(const std::string& name) {
+  for (WeightFormat f : kBenchFormats) {
+    if (name == lower_name(f)) return f;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -333,15 +354,14 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--llama1b")) llama1b = cpu_matmul_only = true;
     if (!std::strcmp(argv[i], "--format") && i + 1 < argc) {
       const std::string name = argv[++i];
-      llama_format = WeightFormat::Q4_0;
-      for (WeightFormat f : {WeightFormat::Q8_0, WeightFormat::Q4_1, WeightFormat::Q5_0,
-                             WeightFormat::Q5_1, WeightFormat::IQ4_NL, WeightFormat::IQ4_XS,
-                             WeightFormat::Q2_K, WeightFormat::Q3_K, WeightFormat::Q4_K,
-                             WeightFormat::Q5_K, WeightFormat::Q6_K}) {
-        std::string lower(pagoda::gpu::format_name(f));
-        for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
-        if (name == lower) llama_format = f;
+      const std::optional<WeightFormat> f = parse_format(name);
+      if (!f) {  // one format per run; a typo or a list is an error, not Q4_0
+        std::string names;
+        for (WeightFormat k : kBenchFormats) names += " " + lower_name(k);
+        std::fprintf(stderr, "bench_kernels: --format %s: not one of%s\n", name.c_str(), names.c_str());
+        return 2;
       }
+      llama_format = *f;
     }
     if (!std::strcmp(argv[i], "--m") && i + 1 < argc) {
       for (const char* at = argv[++i]; *at != '\0';) {
