@@ -110,6 +110,8 @@ std::shared_ptr<SchedulerCore> make_core(const EngineOptions& o, const Executor&
   sc.max_model_len = ex.max_model_len();
   sc.eos_token_ids = ex.config().eos_token_ids;
   sc.max_in_flight = o.async_scheduling ? 2 : 1;
+  sc.book_on_progress = o.book_on_progress;
+  sc.urgent_prefill_alone = o.urgent_prefill_alone;
   sc.max_spec_tokens = std::max(o.max_speculative_rows, 0);
   sc.speculative = o.speculative;
   sc.speculative_max_batch = o.speculative_max_batch;

@@ -64,6 +64,10 @@ struct EngineOptions : ExecutorOptions {
   // Schedule one step ahead of execution (placeholders for the ids of the
   // step in flight); false = lockstep. Outputs are identical either way.
   bool async_scheduling = true;
+  // One step ahead: book the next step when the executor reports that the
+  // step in flight has only its sampling left (SchedulerConfig::
+  // book_on_progress); false: as soon as a step is sent.
+  bool book_on_progress = true;
   // The scheduler and block-manager actors get a thread each (detached), so
   // request actors (detokenizing, stop strings, sinks) never delay a step.
   bool dedicated_engine_threads = true;
@@ -74,6 +78,9 @@ struct EngineOptions : ExecutorOptions {
   // token weights and client shares (actors/fair_share.hpp).
   SchedulingPolicy scheduling_policy = SchedulingPolicy::fair;
   FairShareConfig fair_share;
+  // fair: a client's single waiting request runs its prompt in a step of its
+  // own while another client has a queue (SchedulerConfig::urgent_prefill_alone).
+  bool urgent_prefill_alone = true;
   // Tests: consulted by the executor actor before each plan it runs (nth
   // counts over every executor the engine ever ran).
   std::function<StepFault(uint64_t nth_plan)> fault_injector;

@@ -210,6 +210,9 @@ Result<void> Executor::compute(const StepPlan& plan, StepResult& out) {
   } join{book_active_ ? filler_.get() : nullptr};
   auto logits = model_->forward_device(batch_, cache_);
   if (!logits) return logits.error();
+  // On the CPU the pass has run; on CUDA it is queued. Either way what is
+  // left of the step is its sampling (set_progress).
+  if (progress_) progress_(plan.step_id);
   compute_ns_ = steady_now_ns() - t0;
   if (join.f != nullptr) {
     join.f = nullptr;

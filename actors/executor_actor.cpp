@@ -16,6 +16,7 @@ struct ExecutorState {
   std::function<StepFault(uint64_t)> fault;
   uint64_t plans = 0;
   int64_t last_finished_ns = 0;
+  caf::actor_addr reply_to;  // the sender of the plan being run (weak: no cycle)
 };
 
 using Self = caf::stateful_actor<ExecutorState>*;
@@ -66,6 +67,11 @@ caf::behavior executor_fn(Self self, std::shared_ptr<Executor> executor,
                           std::function<StepFault(uint64_t)> fault) {
   self->state.executor = std::move(executor);
   self->state.fault = std::move(fault);
+  // Sent from inside run(), on this actor's thread (a plan's messages stay
+  // in order: its progress before its result).
+  self->state.executor->set_progress([self](uint64_t step_id) {
+    if (auto to = caf::actor_cast<caf::actor>(self->state.reply_to)) self->send(to, progress_atom::value, step_id);
+  });
   return {
       [self](step_atom, const StepPlan& plan) {
         auto& st = self->state;
@@ -75,6 +81,7 @@ caf::behavior executor_fn(Self self, std::shared_ptr<Executor> executor,
           self->quit(caf::make_error(caf::sec::runtime_error, "executor: injected crash"));
           return;
         }
+        st.reply_to = caf::actor_cast<caf::actor_addr>(self->current_sender());
         StepReply reply = run_plan(self, plan, fault);
         if (sender) self->send(sender, result_atom::value, std::move(reply));
       },

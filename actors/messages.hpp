@@ -58,6 +58,10 @@ using fail_atom = caf::atom_constant<caf::atom("fail")>;
 // manager: start over with a fresh pool (supervision: the other one was
 // replaced, see scheduler_actor.hpp).
 using reset_atom = caf::atom_constant<caf::atom("reset")>;
+// (progress_atom, uint64_t step_id) from the executor to the scheduler: the
+// step's forward pass is issued, its sampling left (Executor::set_progress);
+// the scheduler may book the next step now (SchedulerConfig::book_on_progress).
+using progress_atom = caf::atom_constant<caf::atom("progress")>;
 
 struct AddGroup {
   RequestId id = 0;

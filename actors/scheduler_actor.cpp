@@ -255,6 +255,11 @@ caf::behavior scheduler_fn(Self self, std::shared_ptr<SchedulerCore> core, caf::
       },
       [self](spawn_atom, const SpawnRequest& r) { spawn_request(self, r); },
       [self](result_atom, const StepReply& r) { on_result(self, r); },
+      [self](progress_atom, uint64_t step_id) {
+        auto& st = self->state;
+        if (self->current_sender() != st.executor.address()) return;  // an abandoned executor
+        if (st.core->note_progress(step_id)) maybe_step(self);
+      },
       [self](timeout_atom, uint64_t) { on_timeout(self); },
       [self](snapshot_atom) {
         if (self->state.block_manager) self->send(self->state.block_manager, snapshot_atom::value);

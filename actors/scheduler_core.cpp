@@ -112,7 +112,17 @@ bool SchedulerCore::can_prepare() const {
   for (const InFlight& f : in_flight_) {
     if (f.doomed || f.drafted) return false;
   }
+  if (config_.book_on_progress && !in_flight_.empty() && !in_flight_.back().progressed) return false;
   return !groups_.empty() || has_outbox();
+}
+
+bool SchedulerCore::note_progress(uint64_t step_id) {
+  for (InFlight& f : in_flight_) {
+    if (f.step_id != step_id || f.progressed) continue;
+    f.progressed = true;
+    return true;
+  }
+  return false;
 }
 
 BookingRequest SchedulerCore::prepare() {
@@ -126,8 +136,16 @@ BookingRequest SchedulerCore::prepare() {
   r.budget = config_.max_num_batched_tokens;
   r.max_num_seqs = config_.max_num_seqs;
   intents_.clear();
-  prepare_running(r);
-  prepare_waiting(r);
+  // urgent_prefill_alone: the running groups get no tokens this step.
+  urgent_step_ = false;
+  if (config_.urgent_prefill_alone && config_.policy == SchedulingPolicy::fair && !last_urgent_) {
+    if (GroupPtr head = best_waiting(); head != nullptr) {
+      urgent_step_ = urgent(*head) && fits_by_last_counts(*head);
+      urgent_head_ = head->id;
+    }
+  }
+  prepare_running(r, urgent_step_ ? 0 : r.budget);
+  prepare_waiting(r, urgent_step_);
   return r;
 }
 
@@ -141,8 +159,7 @@ void SchedulerCore::take_outbox(BookingRequest& r) {
   r.owners.swap(owners_);
 }
 
-void SchedulerCore::prepare_running(BookingRequest& r) {
-  int32_t budget = r.budget;
+void SchedulerCore::prepare_running(BookingRequest& r, int32_t budget) {
   int32_t spec_left = config_.max_spec_tokens;
   const bool batch_ok = running_seq_slots() <= config_.speculative_max_batch;
   for (GroupPtr g : running_) {
@@ -188,11 +205,11 @@ void SchedulerCore::prepare_running(BookingRequest& r) {
   }
 }
 
-void SchedulerCore::prepare_waiting(BookingRequest& r) {
+void SchedulerCore::prepare_waiting(BookingRequest& r, bool urgent_only) {
   int32_t slots = running_seq_slots();
   for (GroupPtr g : waiting_order()) {
     std::vector<Sequence*> live = live_seqs(*g);
-    if (live.empty()) continue;
+    if (live.empty() || (urgent_only && !urgent(*g))) continue;
     if (slots + seq_slots(*g) > config_.max_num_seqs ||
         int32_t(r.waiting.size()) >= config_.max_num_seqs) {
       break;
@@ -274,6 +291,12 @@ StepPlan SchedulerCore::commit(const BookingReply& reply) {
   }
   retire_finished();
   book_again_ = plan.empty() && !reply.preempted.empty();
+  if (urgent_step_ && reply.admitted.empty()) {  // never again urgent: book at once, as usual
+    urgent_miss_ = urgent_head_;
+    book_again_ = true;
+  }
+  last_urgent_ = urgent_step_ && !reply.admitted.empty();
+  urgent_step_ = false;
   plan.releases.insert(plan.releases.end(), releases_.begin(), releases_.end());
   releases_.clear();
   plan.truncates.insert(plan.truncates.end(), truncates_.begin(), truncates_.end());

@@ -152,6 +152,22 @@ struct SchedulerConfig {
   bool draft_model = false;
   SchedulingPolicy policy = SchedulingPolicy::fcfs;
   FairShareConfig fair;                  // policy == fair
+  // max_in_flight 2: the next step is prepared only once the newest step in
+  // flight has reported progress (note_progress: its forward pass issued,
+  // only its sampling left; or its result came), not as soon as it is sent,
+  // so a request that arrives during a step can join the next one rather
+  // than the one after it. false: prepared as soon as a step is sent.
+  bool book_on_progress = false;
+  // fair: a step whose first admission is an urgent group admits urgent
+  // groups only and runs no other rows, so that a client's first token waits
+  // for its own prompt alone, not for the rows of a client with a queue. A
+  // group is urgent when it is new (never admitted), the only one its client
+  // has waiting, another client both runs and has requests waiting, and it
+  // fits now; the step after an urgent step is not urgent, so the running
+  // rows advance at least every other step. An urgent step costs the running
+  // rows one step of delay and nothing else (no charge or order changes);
+  // mixed, they would have waited for the same prompt inside their step.
+  bool urgent_prefill_alone = false;
 };
 
 // What happened to one sequence: a new token, a finish, or both.
@@ -229,6 +245,9 @@ class SchedulerCore {
   // The executor skipped a doomed plan (oldest in flight).
   void skipped_step(uint64_t step_id);
   uint64_t oldest_in_flight() const { return in_flight_.empty() ? 0 : in_flight_.front().step_id; }
+  // The executor reported progress in step `step_id` (book_on_progress);
+  // true when that step is in flight and had not reported before.
+  bool note_progress(uint64_t step_id);
   // Supervision: the executor and/or the block manager were replaced (one
   // died or hung), so every executor state and every booking is gone. Each
   // step in flight ends: its groups with `error` (those of doomed steps are
@@ -267,6 +286,7 @@ class SchedulerCore {
     std::vector<RequestId> fork_groups;  // forks or copies in the plan (preempted if it never runs)
     bool doomed = false;
     bool drafted = false;  // carries speculative drafts: nothing is planned behind it
+    bool progressed = false;  // note_progress: the next step may be prepared
   };
   // What prepare() asked per sequence, used by commit() to build the plan.
   struct Intent {
@@ -280,9 +300,12 @@ class SchedulerCore {
   int32_t seq_slots(const SequenceGroup& g) const;  // toward max_num_seqs
   int32_t running_seq_slots() const;
   bool group_in_flight(const SequenceGroup& g) const;
-  void prepare_running(BookingRequest& r);
+  void prepare_running(BookingRequest& r, int32_t budget);
   void prepare_group(SequenceGroup& g, GroupAppend& a);
-  void prepare_waiting(BookingRequest& r);
+  void prepare_waiting(BookingRequest& r, bool urgent_only);
+  // urgent_prefill_alone (scheduler_core_admission.cpp).
+  bool urgent(const SequenceGroup& g) const;
+  bool fits_by_last_counts(const SequenceGroup& g) const;
   // Admission order (scheduler_core_admission.cpp).
   std::vector<GroupPtr> waiting_order() const;
   void enqueue(GroupPtr g, bool front);
@@ -357,6 +380,12 @@ class SchedulerCore {
   StepPlan carry_;      // releases, forks and copies of an empty plan
   std::vector<RequestId> carry_groups_;  // the groups of carry_'s forks
   bool booking_ = false, book_again_ = false;
+  // urgent_prefill_alone: the booking outstanding is an urgent step (led by
+  // urgent_head_); a group whose urgent step admitted nothing (urgent_miss_)
+  // is not urgent again; the step after an urgent one is not urgent
+  // (last_urgent_), so running rows advance at least every other step.
+  bool urgent_step_ = false, last_urgent_ = false;
+  RequestId urgent_head_ = 0, urgent_miss_ = 0;
   BlockStats block_stats_;
   SeqId next_seq_id_ = 1;
   uint64_t next_arrival_ = 0;

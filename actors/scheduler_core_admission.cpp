@@ -272,6 +272,28 @@ int64_t SchedulerCore::blocks_held(const SequenceGroup& g) const {
   return held;
 }
 
+// g may lead or join an urgent step (SchedulerConfig::urgent_prefill_alone):
+// new (never admitted: not charged), its client's only waiting group, and
+// another client runs with requests waiting. O(running groups).
+bool SchedulerCore::urgent(const SequenceGroup& g) const {
+  const std::string& client = g.options.client;
+  if (g.charged || g.cancel_requested || g.all_finished() || g.id == urgent_miss_ ||
+      fair_.queued(client) != 1) {
+    return false;
+  }
+  return std::any_of(running_.begin(), running_.end(), [&](GroupPtr r) {
+    return r->options.client != client && !r->all_finished() && fair_.backlogged(r->options.client);
+  });
+}
+
+// Whether g fits now by the last booking's counts (fits_now; no counts yet:
+// only the slots).
+bool SchedulerCore::fits_by_last_counts(const SequenceGroup& g) const {
+  if (block_stats_.block_size <= 0) return running_seq_slots() + seq_slots(g) <= config_.max_num_seqs;
+  const int64_t available = int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
+  return fits_now(g, available, running_seq_slots());
+}
+
 SchedulerCore::GroupPtr SchedulerCore::best_waiting() const {
   for (GroupPtr g : waiting_order()) {
     if (!g->all_finished() && !g->cancel_requested) return g;

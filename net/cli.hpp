@@ -40,7 +40,7 @@ inline void add_load_format_options(CLI::App* cmd, std::string& load_format,
 }
 
 // The engine's runtime flags, shared by serve and generate:
-// --no-async-scheduling (lockstep), --step-timeout S, --actor-threads N
+// --no-async-scheduling (lockstep), --book-at-send, --step-timeout S, --actor-threads N
 // (request actors' pool), --shared-engine-threads (scheduler and block
 // manager on that pool instead of a thread each); and the CUDA step features
 // (each can be switched off if it fails): --cuda-graphs on|off,
@@ -51,6 +51,7 @@ inline void add_load_format_options(CLI::App* cmd, std::string& load_format,
 // auto|f32|bf16 (auto: model::kv_dtype_for).
 struct EngineRuntimeArgs {
   bool no_async_scheduling = false;
+  bool book_at_send = false;
   double step_timeout_s = 300.0;
   size_t actor_threads = 2;
   bool shared_engine_threads = false;
@@ -68,6 +69,10 @@ inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
   cmd->add_flag("--no-async-scheduling", a.no_async_scheduling,
                 "Lockstep: plan the next step only after the last one's result (default: one "
                 "step ahead; outputs are identical)");
+  cmd->add_flag("--book-at-send", a.book_at_send,
+                "One step ahead: book the next step as soon as a step is sent (default: when the "
+                "step in flight has run its forward pass, so that a request arriving meanwhile "
+                "joins the next step)");
   cmd->add_option("--step-timeout", a.step_timeout_s,
                   "Seconds a step may take before its requests end with an error (0: no limit)");
   cmd->add_option("--actor-threads", a.actor_threads, "Threads for the request actors");
@@ -117,6 +122,7 @@ inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
 template <class EngineOptions>
 void apply_engine_runtime_options(const EngineRuntimeArgs& a, EngineOptions& o) {
   o.async_scheduling = !a.no_async_scheduling;
+  o.book_on_progress = !a.book_at_send;
   o.step_timeout_s = a.step_timeout_s;
   o.actor_threads = a.actor_threads;
   o.dedicated_engine_threads = !a.shared_engine_threads;

@@ -52,6 +52,7 @@ struct ServeArgs {
   actors::RouterConfig router;
   std::string scheduling_policy = "fair";
   double fair_prompt_weight = 1.0, fair_output_weight = 2.0;
+  bool no_urgent_prefill = false;
   std::vector<std::string> client_weights;  // CLIENT=WEIGHT
 };
 
@@ -118,6 +119,7 @@ Result<actors::EngineOptions> engine_options(const ServeArgs& a) {
   o.scheduling_policy = *actors::parse_scheduling_policy(a.scheduling_policy);  // CLI11 checked the names
   o.fair_share.prompt_weight = a.fair_prompt_weight;
   o.fair_share.output_weight = a.fair_output_weight;
+  o.urgent_prefill_alone = !a.no_urgent_prefill;
   if (!(a.fair_prompt_weight >= 0.0) || !(a.fair_output_weight >= 0.0)) {
     return make_error("--fair-prompt-weight and --fair-output-weight must be >= 0");
   }
@@ -275,6 +277,9 @@ void add_server_options(CLI::App* cmd, ServeArgs* a) {
       ->check(CLI::IsMember({"fcfs", "fair", "priority"}));
   cmd->add_option("--fair-prompt-weight", a->fair_prompt_weight, "fair: service charged per prompt token");
   cmd->add_option("--fair-output-weight", a->fair_output_weight, "fair: service charged per generated token");
+  cmd->add_flag("--no-urgent-prefill", a->no_urgent_prefill,
+                "fair: admit a client's single waiting request beside the running rows (default: "
+                "its prompt in a step of its own while another client has a queue)");
   cmd->add_option("--client-weight", a->client_weights,
                   "fair: CLIENT=WEIGHT, the client's share (repeatable; CLIENT is user:NAME from the "
                   "request's `user`, or addr:IP; default 1)");

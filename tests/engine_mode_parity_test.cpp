@@ -1,5 +1,6 @@
-// Scheduling one step ahead (async_scheduling, the default) against lockstep
-// (--no-async-scheduling) through pagoda::Engine on the real SmolLM2 GGUF
+// Scheduling one step ahead (async_scheduling, the default; each step booked
+// when the one in flight reports progress, or as soon as it is sent with
+// --book-at-send) against lockstep (--no-async-scheduling) through pagoda::Engine on the real SmolLM2 GGUF
 // (CPU backend, quantized; skips without the model). One mixed load runs in
 // each mode, all requests at once on a KV pool so small that sequences are
 // preempted and recomputed:
@@ -9,7 +10,7 @@
 //  - beam search (width 3, 2 returned);
 //  - two requests the consumer cancels after a fixed number of tokens.
 // Every request's tokens (per sample; per beam with its finish reason) must
-// be identical between the modes, both modes must have preempted, and every
+// be identical between the modes, the modes must have preempted, and every
 // block must come back, the cancelled requests' included.
 #include <gtest/gtest.h>
 
@@ -131,10 +132,13 @@ std::vector<Case> mixed_load(const std::vector<int32_t>& stop_prompt, const std:
   return out;
 }
 
-EngineOptions mode_options(const std::string& path, bool async) {
+// at_send: one step ahead, each step booked as soon as the one before is
+// sent (--book-at-send) rather than when it reports progress (the default).
+EngineOptions mode_options(const std::string& path, bool async, bool at_send = false) {
   // 28 blocks of 16 tokens: far fewer than the load's sequences need at once.
   EngineOptions o = pagoda::test::cpu_engine_options(path, model::WeightPrecision::kQuantized, 28, 16, 64);
   o.async_scheduling = async;
+  o.book_on_progress = !at_send;
   return o;
 }
 
@@ -143,9 +147,10 @@ struct ModeRun {
   EngineStats stats;
 };
 
-ModeRun run_mode(const std::string& path, bool async, const std::vector<Case>& load) {
+ModeRun run_mode(const std::string& path, bool async, const std::vector<Case>& load,
+                 bool at_send = false) {
   ModeRun run;
-  auto e = Engine::start(mode_options(path, async));
+  auto e = Engine::start(mode_options(path, async, at_send));
   EXPECT_TRUE(e.ok()) << e.error().message;
   if (!e.ok()) return run;
   std::vector<std::shared_ptr<RecordingSink>> sinks;
@@ -180,8 +185,10 @@ TEST(EngineModeParity, MixedLoadGivesTheSameTokensOneStepAheadAndInLockstep) {
   const std::vector<Case> load = mixed_load(stop_prompt, stop);
   const ModeRun ahead = run_mode(path, true, load);
   const ModeRun lockstep = run_mode(path, false, load);
+  const ModeRun at_send = run_mode(path, true, load, /*at_send=*/true);
   ASSERT_EQ(ahead.outcomes.size(), load.size());
   ASSERT_EQ(lockstep.outcomes.size(), load.size());
+  ASSERT_EQ(at_send.outcomes.size(), load.size());
   EXPECT_GT(ahead.stats.preemptions, 0u) << "the KV pool should force preemption";
   EXPECT_GT(lockstep.stats.preemptions, 0u) << "the KV pool should force preemption";
   for (size_t i = 0; i < load.size(); ++i) {
@@ -189,6 +196,7 @@ TEST(EngineModeParity, MixedLoadGivesTheSameTokensOneStepAheadAndInLockstep) {
     EXPECT_TRUE(a.error.empty()) << "request " << i << ": " << a.error;
     EXPECT_EQ(a.cancelled, load[i].cancel_after > 0) << "request " << i;
     EXPECT_TRUE(a == lockstep.outcomes[i]) << "request " << i << " differs between the modes";
+    EXPECT_TRUE(a == at_send.outcomes[i]) << "request " << i << " differs when booked at send";
   }
   EXPECT_EQ(ahead.outcomes[5].finish, std::vector<FinishReason>{FinishReason::stop});
   EXPECT_EQ(ahead.outcomes[6].beams.size(), 2u);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,9 +27,12 @@ struct Rig {
   int64_t computed = 0;            // tokens the executor computed (recomputes included)
   std::deque<StepPlan> queued;     // planned, not yet run (in_flight 2: one step ahead)
   std::vector<PlanEntry> fresh;    // every entry that started a sequence (admissions)
+  std::vector<StepPlan> plans;     // every plan that ran, in order (record_plans)
+  bool record_plans = true;
 
   Rig(SchedulingPolicy policy, int32_t blocks, int32_t bs, int32_t max_seqs, int32_t budget = 256,
-      int32_t in_flight = 1, bool prompt_credit = true) {
+      int32_t in_flight = 1, bool prompt_credit = true,
+      const std::function<void(SchedulerConfig&)>& tweak = {}) {
     SchedulerConfig c;
     c.max_num_seqs = max_seqs;
     c.max_num_batched_tokens = budget;
@@ -37,6 +41,7 @@ struct Rig {
     c.policy = policy;
     c.max_in_flight = in_flight;
     c.fair.prompt_credit = prompt_credit;
+    if (tweak) tweak(c);
     BlockManagerConfig bc;
     bc.num_blocks = blocks;
     bc.block_size = bs;
@@ -69,6 +74,7 @@ struct Rig {
     StepPlan plan = std::move(queued.front());
     queued.pop_front();
     computed += plan.num_tokens();
+    if (record_plans) plans.push_back(plan);
     StepResult r;
     r.step_id = plan.step_id;
     for (const PlanSample& s : plan.samples) {

@@ -9,11 +9,13 @@
 // p50/p99 (arrival times of every sample's tokens). Prints one JSON object.
 //
 //   bench_overlap [--model PATH] [--tiny DIR] [--concurrency 1,64,256]
-//                 [--prompt 32] [--tokens 64] [--repeats 1]
+//                 [--prompt 32] [--tokens 64] [--repeats 1] [--booking progress|send]
 //   --tiny: a config.json directory run with --load-format dummy f32 (a
 //   tiny random model: compute is small, so overhead shows); "" skips it
 //   (and --model "" skips the real model).
 //   --overlap on|off: run one mode only (for profiling; no pairs).
+//   --booking progress|send: with overlap, book each step when the one in
+//   flight reports progress (default) or as soon as it is sent.
 //   --repeats R: R on/off pairs per model and concurrency, run interleaved
 //   (on,off / off,on alternately, so a slow drift of a shared machine hits
 //   both modes alike); "pairs" then summarises each configuration by the
@@ -44,6 +46,7 @@ struct Args {
   std::vector<int32_t> concurrency = {1, 64, 256};
   int32_t prompt = 32, tokens = 64, repeats = 1;
   std::string modes = "both";  // on | off | both
+  bool book_at_send = false;   // overlap on: --booking send (EngineOptions::book_on_progress off)
 };
 
 std::vector<int32_t> int_list(const std::string& v) {
@@ -66,6 +69,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--tokens") a.tokens = std::stoi(v);
     else if (k == "--repeats") a.repeats = std::max(1, std::stoi(v));
     else if (k == "--overlap" && (v == "on" || v == "off" || v == "both")) a.modes = v;
+    else if (k == "--booking" && (v == "progress" || v == "send")) a.book_at_send = v == "send";
     else {
       std::fprintf(stderr, "bench_overlap: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -137,6 +141,7 @@ double run_case(const Case& m, const Args& a, int32_t c, bool overlap, int32_t r
   o.max_model_len = a.prompt + a.tokens + 16;
   o.num_blocks = c * ((o.max_model_len + 15) / 16) + 16;
   o.async_scheduling = overlap;
+  o.book_on_progress = !a.book_at_send;
   auto engine = Engine::start(o);
   if (!engine) {
     std::fprintf(stderr, "bench_overlap: %s\n", engine.error().message.c_str());
