@@ -111,7 +111,11 @@ std::shared_ptr<SchedulerCore> make_core(const EngineOptions& o, const Executor&
   sc.eos_token_ids = ex.config().eos_token_ids;
   sc.max_in_flight = o.async_scheduling ? 2 : 1;
   sc.book_on_progress = o.book_on_progress;
-  sc.urgent_prefill_alone = o.urgent_prefill_alone;
+  // On the CPU a prompt's step is slowed by every decode row beside it (a
+  // row costs about what it costs in a decode step); on CUDA a prefill step
+  // is compute-bound and the rows beside it cost little, so a step of its
+  // own would only delay them (reasoned, not measured on a GPU).
+  sc.urgent_prefill_alone = o.urgent_prefill_alone && ex.backend_kind() == gpu::BackendKind::kCpu;
   sc.max_spec_tokens = std::max(o.max_speculative_rows, 0);
   sc.speculative = o.speculative;
   sc.speculative_max_batch = o.speculative_max_batch;

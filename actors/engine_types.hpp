@@ -78,8 +78,9 @@ struct EngineOptions : ExecutorOptions {
   // token weights and client shares (actors/fair_share.hpp).
   SchedulingPolicy scheduling_policy = SchedulingPolicy::fair;
   FairShareConfig fair_share;
-  // fair: a client's single waiting request runs its prompt in a step of its
-  // own while another client has a queue (SchedulerConfig::urgent_prefill_alone).
+  // fair, CPU backend: a client's single waiting request runs its prompt in a
+  // step of its own while another client has a queue
+  // (SchedulerConfig::urgent_prefill_alone; ignored on CUDA, see engine.cpp).
   bool urgent_prefill_alone = true;
   // Tests: consulted by the executor actor before each plan it runs (nth
   // counts over every executor the engine ever ran).
@@ -185,6 +186,7 @@ struct EngineStats {
   int32_t running_seqs = 0, peak_running_seqs = 0;  // sequences; peak over all steps
   int32_t peak_kv_blocks_used = 0;                   // over all steps
   uint64_t preemptions = 0, tokens_generated = 0, steps = 0;
+  uint64_t urgent_prefill_steps = 0;  // fair: steps that ran urgent prompts alone
   int32_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
   // The draft model's own KV pool (0 without one), as of the last step.
   int32_t draft_kv_blocks_total = 0, draft_kv_blocks_used = 0;

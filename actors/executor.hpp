@@ -106,6 +106,7 @@ class Executor : private TableStore {
   int32_t block_size() const { return cache_.spec().block_size; }
   int32_t max_model_len() const { return model_->limits().max_model_len; }
   std::string_view backend_name() const { return backend_->name(); }
+  gpu::BackendKind backend_kind() const { return backend_->kind(); }
   size_t num_sequences() const { return mirror_->size(); }
   // The draft model's pool (0 without a draft model).
   bool has_draft_model() const { return draft_ != nullptr; }

@@ -24,6 +24,7 @@ EngineStats engine_stats(const SchedulerStats& s, Metrics& m, const SchedulerSta
   e.peak_running_seqs = m.peak_seqs;
   e.peak_kv_blocks_used = m.peak_used;
   e.preemptions = s.preemptions;
+  e.urgent_prefill_steps = s.urgent_steps;
   e.tokens_generated = s.tokens_generated;
   e.spec = s.spec;
   e.steps = s.steps;

@@ -296,6 +296,7 @@ StepPlan SchedulerCore::commit(const BookingReply& reply) {
     book_again_ = true;
   }
   last_urgent_ = urgent_step_ && !reply.admitted.empty();
+  if (last_urgent_) ++urgent_steps_;
   urgent_step_ = false;
   plan.releases.insert(plan.releases.end(), releases_.begin(), releases_.end());
   releases_.clear();

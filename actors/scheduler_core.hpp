@@ -192,6 +192,7 @@ struct SeqEvent {
 struct SchedulerStats {
   int32_t running_groups = 0, waiting_groups = 0, running_seqs = 0;
   uint64_t preemptions = 0, tokens_generated = 0, steps = 0;
+  uint64_t urgent_steps = 0;  // steps of urgent admissions only (urgent_prefill_alone)
   SpecStats spec;  // speculative tokens proposed / kept, by proposer
   int32_t total_blocks = 0, used_blocks = 0, free_blocks = 0, cached_blocks = 0;
   int64_t stored_tokens = 0;
@@ -392,7 +393,7 @@ class SchedulerCore {
   FairShare fair_;
   uint64_t step_id_ = 0;
   uint64_t steps_ = 0;
-  uint64_t preemptions_ = 0, tokens_generated_ = 0;
+  uint64_t preemptions_ = 0, tokens_generated_ = 0, urgent_steps_ = 0;
   SpecStats spec_;
 };
 

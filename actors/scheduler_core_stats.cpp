@@ -11,6 +11,7 @@ SchedulerStats SchedulerCore::stats() const {
   st.waiting_groups = int32_t(waiting_.size());
   st.running_seqs = running_seq_slots();
   st.preemptions = preemptions_;
+  st.urgent_steps = urgent_steps_;
   st.tokens_generated = tokens_generated_;
   st.spec = spec_;
   st.steps = steps_;

@@ -278,7 +278,7 @@ void add_server_options(CLI::App* cmd, ServeArgs* a) {
   cmd->add_option("--fair-prompt-weight", a->fair_prompt_weight, "fair: service charged per prompt token");
   cmd->add_option("--fair-output-weight", a->fair_output_weight, "fair: service charged per generated token");
   cmd->add_flag("--no-urgent-prefill", a->no_urgent_prefill,
-                "fair: admit a client's single waiting request beside the running rows (default: "
+                "fair, CPU: admit a client's single waiting request beside the running rows (default: "
                 "its prompt in a step of its own while another client has a queue)");
   cmd->add_option("--client-weight", a->client_weights,
                   "fair: CLIENT=WEIGHT, the client's share (repeatable; CLIENT is user:NAME from the "

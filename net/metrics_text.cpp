@@ -149,6 +149,9 @@ std::string metrics_text(const actors::EngineStats& s, const ServerCounters& ser
             s.prefix_queried_tokens);
   e.counter("pagoda:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", s.prefix_hit_tokens);
   e.counter("pagoda:num_preemptions_total", "Sequence-group preemptions.", s.preemptions);
+  e.counter("pagoda:urgent_prefill_steps_total",
+            "Steps that ran only the prompts of clients with a single waiting request (fair, CPU).",
+            s.urgent_prefill_steps);
   e.counter("pagoda:prompt_tokens_total", "Prompt tokens of accepted requests.", s.prompt_tokens);
   e.counter("pagoda:generation_tokens_total", "Tokens generated (all samples).", s.generation_tokens);
   speculative_metrics(e, s.spec);

@@ -9,7 +9,7 @@
 //             keeping a prefix for reuse, evicted on demand),
 //             pagoda:connections
 //  counters   pagoda:prefix_cache_queries_total, pagoda:prefix_cache_hits_total
-//             (tokens), pagoda:num_preemptions_total,
+//             (tokens), pagoda:num_preemptions_total, pagoda:urgent_prefill_steps_total,
 //             pagoda:prompt_tokens_total, pagoda:generation_tokens_total,
 //             pagoda:http_requests_total, pagoda:requests_rejected_total
 //  histograms pagoda:time_to_first_token_seconds,

@@ -26,6 +26,7 @@ actors::EngineStats sample_stats() {
   s.prefix_queried_tokens = 1000;
   s.prefix_hit_tokens = 640;
   s.preemptions = 4;
+  s.urgent_prefill_steps = 3;
   s.prompt_tokens = 1234;
   s.generation_tokens = 5678;
   // TTFT: 0.0007 s (first bucket), 0.03 s twice (le 0.05), 100 s (+Inf only).
@@ -66,6 +67,7 @@ TEST(MetricsText, ValuesMatchTheStats) {
   EXPECT_EQ(c.values.at("pagoda:prefix_cache_queries_total" + l), 1000);
   EXPECT_EQ(c.values.at("pagoda:prefix_cache_hits_total" + l), 640);
   EXPECT_EQ(c.values.at("pagoda:num_preemptions_total" + l), 4);
+  EXPECT_EQ(c.values.at("pagoda:urgent_prefill_steps_total" + l), 3);
   EXPECT_EQ(c.values.at("pagoda:prompt_tokens_total" + l), 1234);
   EXPECT_EQ(c.values.at("pagoda:generation_tokens_total" + l), 5678);
   EXPECT_EQ(c.values.at("pagoda:http_requests_total" + l), 77);

@@ -181,6 +181,7 @@ NodeReport make_report(Self self) {
   r.generation_tokens = s.generation_tokens;
   r.steps = s.steps;
   r.preemptions = s.preemptions;
+  r.urgent_prefill_steps = s.urgent_prefill_steps;
   r.spec = s.spec;
   r.cached_hashes = st.lru->recent(st.options.max_reported_hashes);
   return r;

@@ -167,6 +167,7 @@ EngineStats RemoteEngine::stats() {
     s.tokens_generated += r.generation_tokens;
     s.steps += r.steps;
     s.preemptions += r.preemptions;
+    s.urgent_prefill_steps += r.urgent_prefill_steps;
     s.spec += r.spec;
   }
   std::tie(s.ttft, s.itl) = impl_->box->latency();  // measured at the front end

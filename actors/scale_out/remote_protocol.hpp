@@ -65,6 +65,7 @@ struct NodeReport {
   int32_t blocks_total = 0, blocks_used = 0, blocks_free = 0, blocks_cached = 0;
   uint64_t prefix_queried_tokens = 0, prefix_hit_tokens = 0;
   uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, preemptions = 0;
+  uint64_t urgent_prefill_steps = 0;
   SpecStats spec;  // speculative decoding totals, by proposer
   std::vector<uint64_t> cached_hashes;
 };
@@ -102,7 +103,8 @@ template <class I>
 typename I::result_type inspect(I& f, NodeReport& x) {
   return f(caf::meta::type_name("pagoda.NodeReport"), x.running, x.waiting, x.running_seqs, x.blocks_total,
            x.blocks_used, x.blocks_free, x.blocks_cached, x.prefix_queried_tokens, x.prefix_hit_tokens,
-           x.prompt_tokens, x.generation_tokens, x.steps, x.preemptions, x.spec, x.cached_hashes);
+           x.prompt_tokens, x.generation_tokens, x.steps, x.preemptions, x.urgent_prefill_steps, x.spec,
+           x.cached_hashes);
 }
 
 template <class I>

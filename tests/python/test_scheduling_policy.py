@@ -7,7 +7,7 @@ import json
 import subprocess
 import threading
 
-from conftest import Ws, kv_blocks_used, wait_for
+from conftest import Ws, kv_blocks_used, metrics, wait_for
 
 PROMPT = "Once upon a time"
 
@@ -73,3 +73,34 @@ def test_scheduling_policy_flag_takes_only_the_known_names(pagoda_bin, model_pat
     proc = subprocess.run([pagoda_bin, "serve", model_path, "--client-weight", "alice", "--port", "0"],
                           capture_output=True, timeout=120)
     assert proc.returncode != 0 and b"CLIENT=WEIGHT" in proc.stderr, proc.stderr[-300:]
+
+
+def test_a_light_clients_prompt_runs_alone_while_another_client_has_a_queue(server):
+    """fair on the CPU: 40 streams of user "heavy" (more than --max-num-seqs,
+    so heavy runs with a queue) and then one request of user "light": its
+    prompt gets a step of its own (pagoda:urgent_prefill_steps_total grows);
+    everything is served and every block comes back."""
+    before = metrics(server)
+    results = [None] * 41
+
+    def heavy(i):
+        body = {"prompt": f"{PROMPT} {i}", "max_tokens": 24, "ignore_eos": True, "temperature": 0, "user": "heavy"}
+        status, _, data = server.request("POST", "/v1/completions", body, timeout=300)
+        results[i] = status
+
+    threads = [threading.Thread(target=heavy, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    generated = before.get("pagoda:generation_tokens_total", 0.0)
+    wait_for(lambda: metrics(server).get("pagoda:generation_tokens_total", 0.0) >= generated + 16, timeout=60,
+             what="heavy running")
+    status, _, reply = server.request("POST", "/v1/completions",
+                                      {"prompt": PROMPT, "max_tokens": 2, "temperature": 0, "user": "light"})
+    results[40] = status
+    for t in threads:
+        t.join(360)
+    assert results == [200] * 41, results
+    assert json.loads(reply)["usage"]["completion_tokens"] == 2
+    urgent = metrics(server)["pagoda:urgent_prefill_steps_total"] - before.get("pagoda:urgent_prefill_steps_total", 0.0)
+    assert urgent >= 1, urgent
+    wait_for(lambda: kv_blocks_used(server) == 0, timeout=60, what="blocks back")
