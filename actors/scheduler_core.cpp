@@ -136,16 +136,21 @@ BookingRequest SchedulerCore::prepare() {
   r.budget = config_.max_num_batched_tokens;
   r.max_num_seqs = config_.max_num_seqs;
   intents_.clear();
+  // The admission order once per booking (after this booking's preemptions).
+  const std::vector<GroupPtr> order = waiting_order();
   // urgent_prefill_alone: the running groups get no tokens this step.
   urgent_step_ = false;
   if (config_.urgent_prefill_alone && config_.policy == SchedulingPolicy::fair && !last_urgent_) {
-    if (GroupPtr head = best_waiting(); head != nullptr) {
-      urgent_step_ = urgent(*head) && fits_by_last_counts(*head);
-      urgent_head_ = head->id;
+    auto head = std::find_if(order.begin(), order.end(), [](GroupPtr g) {
+      return !g->all_finished() && !g->cancel_requested;
+    });
+    if (head != order.end()) {
+      urgent_step_ = urgent(**head) && fits_by_last_counts(**head);
+      urgent_head_ = (*head)->id;
     }
   }
   prepare_running(r, urgent_step_ ? 0 : r.budget);
-  prepare_waiting(r, urgent_step_);
+  prepare_waiting(r, order, urgent_step_);
   return r;
 }
 
@@ -205,9 +210,10 @@ void SchedulerCore::prepare_running(BookingRequest& r, int32_t budget) {
   }
 }
 
-void SchedulerCore::prepare_waiting(BookingRequest& r, bool urgent_only) {
+void SchedulerCore::prepare_waiting(BookingRequest& r, const std::vector<GroupPtr>& order,
+                                    bool urgent_only) {
   int32_t slots = running_seq_slots();
-  for (GroupPtr g : waiting_order()) {
+  for (GroupPtr g : order) {
     std::vector<Sequence*> live = live_seqs(*g);
     if (live.empty() || (urgent_only && !urgent(*g))) continue;
     if (slots + seq_slots(*g) > config_.max_num_seqs ||

@@ -303,10 +303,11 @@ class SchedulerCore {
   bool group_in_flight(const SequenceGroup& g) const;
   void prepare_running(BookingRequest& r, int32_t budget);
   void prepare_group(SequenceGroup& g, GroupAppend& a);
-  void prepare_waiting(BookingRequest& r, bool urgent_only);
+  void prepare_waiting(BookingRequest& r, const std::vector<GroupPtr>& order, bool urgent_only);
   // urgent_prefill_alone (scheduler_core_admission.cpp).
   bool urgent(const SequenceGroup& g) const;
   bool fits_by_last_counts(const SequenceGroup& g) const;
+  int64_t available_by_last_counts() const;  // free + cached - watermark blocks
   // Admission order (scheduler_core_admission.cpp).
   std::vector<GroupPtr> waiting_order() const;
   void enqueue(GroupPtr g, bool front);

@@ -290,8 +290,11 @@ bool SchedulerCore::urgent(const SequenceGroup& g) const {
 // only the slots).
 bool SchedulerCore::fits_by_last_counts(const SequenceGroup& g) const {
   if (block_stats_.block_size <= 0) return running_seq_slots() + seq_slots(g) <= config_.max_num_seqs;
-  const int64_t available = int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
-  return fits_now(g, available, running_seq_slots());
+  return fits_now(g, available_by_last_counts(), running_seq_slots());
+}
+
+int64_t SchedulerCore::available_by_last_counts() const {
+  return int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
 }
 
 SchedulerCore::GroupPtr SchedulerCore::best_waiting() const {
@@ -319,7 +322,7 @@ void SchedulerCore::preempt_until_fits(SchedulingPolicy policy, const VictimPick
   GroupPtr best = best_waiting();
   if (best == nullptr) return;
   if (blocks_to_admit(*best) > int64_t(block_stats_.total) - block_stats_.watermark) return;  // never fits: the booker says so
-  int64_t available = int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
+  int64_t available = available_by_last_counts();
   int32_t slots = running_seq_slots();
   while (!fits_now(*best, available, slots)) {
     GroupPtr victim = pick(*best);

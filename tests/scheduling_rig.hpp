@@ -27,8 +27,7 @@ struct Rig {
   int64_t computed = 0;            // tokens the executor computed (recomputes included)
   std::deque<StepPlan> queued;     // planned, not yet run (in_flight 2: one step ahead)
   std::vector<PlanEntry> fresh;    // every entry that started a sequence (admissions)
-  std::vector<StepPlan> plans;     // every plan that ran, in order (record_plans)
-  bool record_plans = true;
+  std::vector<StepPlan> plans;     // every plan that ran, in order
 
   Rig(SchedulingPolicy policy, int32_t blocks, int32_t bs, int32_t max_seqs, int32_t budget = 256,
       int32_t in_flight = 1, bool prompt_credit = true,
@@ -74,7 +73,7 @@ struct Rig {
     StepPlan plan = std::move(queued.front());
     queued.pop_front();
     computed += plan.num_tokens();
-    if (record_plans) plans.push_back(plan);
+    plans.push_back(plan);
     StepResult r;
     r.step_id = plan.step_id;
     for (const PlanSample& s : plan.samples) {
