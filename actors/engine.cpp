@@ -27,6 +27,13 @@ void LatencyHistogram::observe(double seconds) {
   sum += seconds;
 }
 
+LatencyHistogram& LatencyHistogram::operator+=(const LatencyHistogram& o) {
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] += o.counts[i];
+  count += o.count;
+  sum += o.sum;
+  return *this;
+}
+
 const char* engine_state_name(EngineState s) {
   switch (s) {
     case EngineState::serving: return "serving";

@@ -174,13 +174,17 @@ struct LatencyHistogram {
   double sum = 0.0;  // seconds
   std::array<uint64_t, kBounds.size() + 1> counts{};
   void observe(double seconds);
+  LatencyHistogram& operator+=(const LatencyHistogram& o);
 };
 
 // Where the latencies are measured: in the scheduler actor. TTFT = from the
 // scheduler receiving the request (Engine::submit sends it at once) to the
 // step that produced the request's first token (any sample); ITL = between
 // consecutive tokens of one sample (n samples: n streams). Measured when the
-// step's result is applied, before the request actor detokenizes.
+// step's result is applied, before the request actor detokenizes. Queue
+// time = from the scheduler receiving the request to its sending the plan
+// of the step that first admits it (that step then waits for the step in
+// flight, if any: one step ahead); with remote nodes, the nodes' sum.
 struct EngineStats {
   int32_t running = 0, waiting = 0;  // groups
   int32_t running_seqs = 0, peak_running_seqs = 0;  // sequences; peak over all steps
@@ -196,7 +200,7 @@ struct EngineStats {
   // Speculative decoding: tokens drafted and of those accepted (all
   // requests), by proposer.
   SpecStats spec;
-  LatencyHistogram ttft, itl;
+  LatencyHistogram ttft, itl, queue;
   // KV utilisation = tokens stored / (blocks held x block_size), sampled after
   // each step that holds blocks: the last sample and the mean of all samples.
   double kv_utilisation = 0.0, kv_utilisation_mean = 0.0;

@@ -19,8 +19,16 @@ void LatencyTracker::observe(const SeqEvent& e, Clock::time_point now) {
   if (e.group_done) forget(e.request);
 }
 
+void LatencyTracker::admitted(RequestId id, Clock::time_point now) {
+  auto it = awaiting_admission_.find(id);
+  if (it == awaiting_admission_.end()) return;
+  queue_.observe(std::chrono::duration<double>(now - it->second).count());
+  awaiting_admission_.erase(it);
+}
+
 void LatencyTracker::forget(RequestId id) {
   awaiting_first_.erase(id);
+  awaiting_admission_.erase(id);
   auto lo = last_token_.lower_bound({id, INT32_MIN});
   auto hi = last_token_.upper_bound({id, INT32_MAX});
   last_token_.erase(lo, hi);

@@ -40,6 +40,7 @@ EngineStats engine_stats(const SchedulerStats& s, Metrics& m, const SchedulerSta
   e.generation_tokens = s.tokens_generated;
   e.ttft = m.latency.ttft();
   e.itl = m.latency.itl();
+  e.queue = m.latency.queue();
   e.kv_utilisation = m.util_last;
   e.kv_utilisation_mean = m.util_samples ? m.util_sum / double(m.util_samples) : 0.0;
   e.kv_utilisation_samples = m.util_samples;
@@ -118,7 +119,11 @@ void on_booked(Self self, const BookingReply& reply) {
   // An empty plan stops the loop (until the next message) unless it came
   // from preemptions: then booking again may admit.
   const bool again = !plan.empty() || core.book_again() || core.has_outbox();
-  if (!plan.empty()) send_plan(self, std::move(plan));
+  if (!plan.empty()) {
+    const Clock::time_point now = Clock::now();
+    for (const GroupBooked& g : reply.admitted) self->state.metrics.latency.admitted(g.group, now);
+    send_plan(self, std::move(plan));
+  }
   dispatch(self);
   if (again) {
     maybe_step(self);

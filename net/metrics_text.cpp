@@ -161,6 +161,9 @@ std::string metrics_text(const actors::EngineStats& s, const ServerCounters& ser
   e.gauge("pagoda:connections", "Open client connections.", server.connections);
   e.histogram("pagoda:time_to_first_token_seconds", "Time to first token in seconds.", s.ttft);
   e.histogram("pagoda:inter_token_latency_seconds", "Time between consecutive tokens in seconds.", s.itl);
+  e.histogram("pagoda:request_queue_time_seconds",
+              "Time from a request's arrival at the scheduler to the plan of the step that first admits it, in seconds.",
+              s.queue);
   return e.take();
 }
 

@@ -229,6 +229,8 @@ TEST_F(ApiRoutesTest, HealthAndMetrics) {
   EXPECT_GE(c.values.at("pagoda:generation_tokens_total" + l), 3);
   EXPECT_GE(c.values.at("pagoda:time_to_first_token_seconds_count" + l), 1);
   EXPECT_EQ(c.values.at("pagoda:time_to_first_token_seconds_count" + l), double(s.ttft.count));
+  EXPECT_EQ(c.values.at("pagoda:request_queue_time_seconds_count" + l), double(s.queue.count));
+  EXPECT_GE(s.queue.count, 1u);
   context_->connections = 0;
 }
 

@@ -409,7 +409,10 @@ TEST(Engine, StatsCountLatenciesAndTokens) {
   EXPECT_EQ(s.generation_tokens, n * max_tokens);
   EXPECT_EQ(s.ttft.count, n);
   EXPECT_EQ(s.itl.count, n * max_tokens - n);
-  for (const LatencyHistogram* h : {&s.ttft, &s.itl}) {
+  // Each request admitted once; its queue time ends before its first token.
+  EXPECT_EQ(s.queue.count, n);
+  EXPECT_LT(s.queue.sum, s.ttft.sum);
+  for (const LatencyHistogram* h : {&s.ttft, &s.itl, &s.queue}) {
     uint64_t in_buckets = 0;
     for (uint64_t c : h->counts) in_buckets += c;
     EXPECT_EQ(in_buckets, h->count);

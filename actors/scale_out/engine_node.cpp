@@ -183,6 +183,7 @@ NodeReport make_report(Self self) {
   r.preemptions = s.preemptions;
   r.urgent_prefill_steps = s.urgent_prefill_steps;
   r.spec = s.spec;
+  r.queue = s.queue;
   r.cached_hashes = st.lru->recent(st.options.max_reported_hashes);
   return r;
 }

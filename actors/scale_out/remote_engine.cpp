@@ -169,6 +169,7 @@ EngineStats RemoteEngine::stats() {
     s.preemptions += r.preemptions;
     s.urgent_prefill_steps += r.urgent_prefill_steps;
     s.spec += r.spec;
+    s.queue += r.queue;
   }
   std::tie(s.ttft, s.itl) = impl_->box->latency();  // measured at the front end
   return s;

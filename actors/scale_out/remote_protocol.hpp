@@ -32,6 +32,7 @@
 
 #include "actors/beam_search.hpp"
 #include "actors/block_manager.hpp"
+#include "actors/engine_types.hpp"
 #include "actors/sampling_options.hpp"
 #include "actors/scheduler_core.hpp"
 #include "actors/step_plan.hpp"
@@ -39,8 +40,8 @@
 namespace pagoda::actors {
 
 // 2: WireSubmit carries the output constraint (issue 23); 3: and speculative.draft (issue 24);
-// 4: NodeReport carries the speculative counters by proposer
-inline constexpr uint32_t kRemoteProtocolVersion = 4;
+// 4: NodeReport carries the speculative counters by proposer; 5: and the queue-time histogram
+inline constexpr uint32_t kRemoteProtocolVersion = 5;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using report_atom = caf::atom_constant<caf::atom("report")>;
@@ -67,6 +68,7 @@ struct NodeReport {
   uint64_t prompt_tokens = 0, generation_tokens = 0, steps = 0, preemptions = 0;
   uint64_t urgent_prefill_steps = 0;
   SpecStats spec;  // speculative decoding totals, by proposer
+  LatencyHistogram queue;  // the node's queue times (EngineStats::queue)
   std::vector<uint64_t> cached_hashes;
 };
 
@@ -100,11 +102,16 @@ typename I::result_type inspect(I& f, SpecStats& x) {
 }
 
 template <class I>
+typename I::result_type inspect(I& f, LatencyHistogram& x) {
+  return f(caf::meta::type_name("pagoda.LatencyHistogram"), x.count, x.sum, x.counts);
+}
+
+template <class I>
 typename I::result_type inspect(I& f, NodeReport& x) {
   return f(caf::meta::type_name("pagoda.NodeReport"), x.running, x.waiting, x.running_seqs, x.blocks_total,
            x.blocks_used, x.blocks_free, x.blocks_cached, x.prefix_queried_tokens, x.prefix_hit_tokens,
            x.prompt_tokens, x.generation_tokens, x.steps, x.preemptions, x.urgent_prefill_steps, x.spec,
-           x.cached_hashes);
+           x.queue, x.cached_hashes);
 }
 
 template <class I>

@@ -135,6 +135,11 @@ def test_front_end_answers_as_a_node(cluster):
     assert m.get("pagoda:time_to_first_token_seconds_count", 0) >= 3, {k: v for k, v in m.items() if "token_" in k}
     assert m.get("pagoda:inter_token_latency_seconds_count", 0) >= 15
     assert m["pagoda:time_to_first_token_seconds_sum"] > 0
+    # The queue time is the nodes' (summed): each request admitted once, on one node.
+    deadline = time.monotonic() + 15
+    while metrics(srv).get("pagoda:request_queue_time_seconds_count", 0) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert metrics(srv).get("pagoda:request_queue_time_seconds_count", 0) >= 3
 
 
 def test_ws_generate_n2_and_cancel(cluster):

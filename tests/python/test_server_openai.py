@@ -406,12 +406,16 @@ def test_metrics_names_and_blocks_return(server, client, model_id):
     for needed in ("pagoda:num_requests_running", "pagoda:num_requests_waiting",
                    "pagoda:prompt_tokens_total", "pagoda:generation_tokens_total",
                    "pagoda:time_to_first_token_seconds_bucket",
-                   "pagoda:inter_token_latency_seconds_bucket"):
+                   "pagoda:inter_token_latency_seconds_bucket",
+                   "pagoda:request_queue_time_seconds_bucket"):
         assert any(n.startswith(needed.rsplit("_bucket", 1)[0]) for n in names), \
             f"{needed} missing from {sorted(names)}"
     assert any("kv" in n or "cache" in n for n in names)
     assert any("preempt" in n for n in names)
     assert any("prefix" in n for n in names)
+    # Every request is admitted before its first token: its queue time is counted and shorter.
+    assert after["pagoda:request_queue_time_seconds_count"] == after["pagoda:time_to_first_token_seconds_count"]
+    assert after["pagoda:request_queue_time_seconds_sum"] < after["pagoda:time_to_first_token_seconds_sum"]
     gen_before = before.get("pagoda:generation_tokens_total", 0.0)
     assert after["pagoda:generation_tokens_total"] >= gen_before + 6
     wait_for(lambda: kv_blocks_used(server) == 0, timeout=15, what="KV blocks used back to 0")

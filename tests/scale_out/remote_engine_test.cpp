@@ -67,6 +67,8 @@ TEST(RemoteProtocol, EveryWireMessageRoundTrips) {
   r.cached_hashes = {1ull << 60, 7};
   r.spec.ngram = {12, 7};
   r.spec.draft = {5, 4};
+  r.queue.observe(0.003);
+  r.queue.observe(120.0);
   with_io_system([&](caf::actor_system& sys) {
     std::vector<char> buf;
     caf::binary_serializer out{sys, buf};
@@ -99,6 +101,11 @@ TEST(RemoteProtocol, EveryWireMessageRoundTrips) {
     EXPECT_EQ(spec.ngram.accepted, 7u);
     EXPECT_EQ(spec.draft.drafted, 5u);
     EXPECT_EQ(spec.draft.accepted, 4u);
+    const LatencyHistogram& q = back.get_as<NodeReport>(3).queue;
+    EXPECT_EQ(q.count, 2u);
+    EXPECT_DOUBLE_EQ(q.sum, 120.003);
+    EXPECT_EQ(q.counts, r.queue.counts);
+    EXPECT_EQ(q.counts[2] + q.counts.back(), 2u);  // (0.0025, 0.005] and +Inf
     EXPECT_EQ(back.get_as<NodeHello>(4).model_path, "/p");
   });
 }
@@ -164,6 +171,13 @@ TEST_F(RemoteEngineTest, RemoteTokensEqualInProcessTokens) {
   auto end = sink->end.get_future();
   ASSERT_EQ(end.wait_for(std::chrono::seconds(60)), std::future_status::ready);
   EXPECT_EQ(end.get(), "");
+  // The node's queue time reaches the front end's stats with its next report.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (remote->stats().queue.count == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(remote->stats().queue.count, engine_->stats().queue.count);
+  EXPECT_EQ(remote->stats().queue.count, 1u);
   std::vector<GenerateRequest> local = {greedy("The quick brown fox", 12)};
   EXPECT_EQ(sink->ids, engine_->generate(std::move(local)).at(0).samples.at(0).token_ids);
   EXPECT_EQ(remote->model_name(), engine_->model_name());
