@@ -130,6 +130,7 @@ BookingRequest SchedulerCore::prepare() {
   r.step_id = ++step_id_;
   booking_ = true;
   book_again_ = false;
+  preempt_freed_ = 0;
   preempt_for_priority();  // their frees ride on this booking
   preempt_for_fairness();
   take_outbox(r);

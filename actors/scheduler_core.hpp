@@ -163,7 +163,8 @@ struct SchedulerConfig {
   // for its own prompt alone, not for the rows of a client with a queue. A
   // group is urgent when it is new (never admitted), the only one its client
   // has waiting, another client both runs and has requests waiting, and it
-  // fits now; the step after an urgent step is not urgent, so the running
+  // fits now (by the last booking's counts plus what this booking's
+  // preemptions free); the step after an urgent step is not urgent, so the running
   // rows advance at least every other step. An urgent step costs the running
   // rows one step of delay and nothing else (no charge or order changes);
   // mixed, they would have waited for the same prompt inside their step.
@@ -388,6 +389,9 @@ class SchedulerCore {
   // (last_urgent_), so running rows advance at least every other step.
   bool urgent_step_ = false, last_urgent_ = false;
   RequestId urgent_head_ = 0, urgent_miss_ = 0;
+  // Blocks the preemptions of the booking being prepared free (about:
+  // blocks_held), which that booking applies before its admissions.
+  int64_t preempt_freed_ = 0;
   BlockStats block_stats_;
   SeqId next_seq_id_ = 1;
   uint64_t next_arrival_ = 0;

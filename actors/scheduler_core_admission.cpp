@@ -286,15 +286,17 @@ bool SchedulerCore::urgent(const SequenceGroup& g) const {
   });
 }
 
-// Whether g fits now by the last booking's counts (fits_now; no counts yet:
-// only the slots).
+// Whether g fits now by the last booking's counts and this booking's
+// preemptions (fits_now; no counts yet: only the slots).
 bool SchedulerCore::fits_by_last_counts(const SequenceGroup& g) const {
   if (block_stats_.block_size <= 0) return running_seq_slots() + seq_slots(g) <= config_.max_num_seqs;
   return fits_now(g, available_by_last_counts(), running_seq_slots());
 }
 
+// The last booking's free and cached blocks above the watermark, plus what
+// this booking's preemptions free.
 int64_t SchedulerCore::available_by_last_counts() const {
-  return int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark;
+  return int64_t(block_stats_.free) + block_stats_.cached - block_stats_.watermark + preempt_freed_;
 }
 
 SchedulerCore::GroupPtr SchedulerCore::best_waiting() const {
@@ -327,7 +329,9 @@ void SchedulerCore::preempt_until_fits(SchedulingPolicy policy, const VictimPick
   while (!fits_now(*best, available, slots)) {
     GroupPtr victim = pick(*best);
     if (victim == nullptr) return;
-    available += blocks_held(*victim);
+    const int64_t freed = blocks_held(*victim);
+    available += freed;
+    preempt_freed_ += freed;
     slots -= seq_slots(*victim);
     preempt(*victim);
   }

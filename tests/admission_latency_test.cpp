@@ -142,6 +142,40 @@ TEST(AdmissionLatency, UrgentPrefillRunsALightClientsPromptAlone) {
   }
 }
 
+// The pool is full of the heavy client's rows, so a light request fits only
+// after a fairness preemption, whose frees the same booking applies: that
+// step is still urgent (the candidate fits once the victim's blocks are
+// counted), so the light prompt runs alone.
+TEST(AdmissionLatency, AnUrgentPromptThatFitsAfterAFairnessPreemptionStillRunsAlone) {
+  Rig rig(SchedulingPolicy::fair, 48, 4, 8, 256, 1, true,
+          [](SchedulerConfig& c) { c.urgent_prefill_alone = true; });
+  RequestId heavy = 1, light = 1000;
+  for (int i = 0; i < 6; ++i) rig.add(heavy++, 28, 16, "heavy");  // 11 blocks each at the end
+  std::vector<size_t> light_steps;
+  uint64_t preempted_before_light = 0;
+  for (int t = 0; t < 80; ++t) {
+    if (t % 3 == 0) rig.add(heavy++, 28, 16, "heavy");
+    if (t % 20 == 9) {
+      preempted_before_light = rig.core->stats().preemptions;
+      rig.add(light++, 16, 4, "light");
+    }
+    const size_t before = rig.plans.size();
+    rig.step();
+    for (size_t i = before; i < rig.plans.size(); ++i) {
+      const StepPlan& p = rig.plans[i];
+      if (std::any_of(p.entries.begin(), p.entries.end(), [](const PlanEntry& e) { return e.fresh && e.prompt_len == 16; })) {
+        light_steps.push_back(p.entries.size());
+      }
+    }
+  }
+  rig.run_all();
+  EXPECT_GT(rig.core->stats().preemptions, preempted_before_light);  // the last light request made room
+  ASSERT_EQ(light_steps.size(), 4u);
+  for (size_t n : light_steps) EXPECT_EQ(n, 1u);
+  for (RequestId id = 1000; id < light; ++id) EXPECT_EQ(rig.tokens[id], 4) << id;
+  for (RequestId id = 1; id < heavy; ++id) EXPECT_EQ(rig.tokens[id], 16) << id;
+}
+
 // With a single client the option changes no step (batching as usual); a
 // client's request while another of its own waits is not urgent either: that
 // admission shares its step with the running rows.
