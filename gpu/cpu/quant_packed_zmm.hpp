@@ -27,9 +27,8 @@
 // Then per block and activation row one int->fp32 convert, one scale
 // product and one FMA (Q4_1 / Q5_1: a second FMA for the offset term): the scalar
 // kernel's fp32 steps in its order, so the bits are the same.
-// Register tiles: two groups × one activation row (decode), one group × up to
-// eight activation rows (batches; the first pass over a group prefetches the
-// next group's tiles into L2).
+// Register tiles: one group × up to eight activation rows (one row: decode;
+// the first pass over a group prefetches the next group's tiles into L2).
 
 template <WeightFormat F>
 constexpr int64_t kHeader = packed_header_bytes(F);
@@ -266,11 +265,14 @@ template <WeightFormat F>
 PAGODA_SIMD void tile(const LinearWeight& w, const ActBlock* act, float* y, int64_t m0,
                       int64_t m1, int64_t g0, int64_t g1) {
   const int64_t nb = w.k / kQuantBlock;
-  if (m1 - m0 == 1) {  // decode: two groups per pass over the activation row
+  // Decode: one group per pass, prefetching the next group's tiles into L2
+  // as the batches do. Two groups per pass without a prefetch took 15-26%
+  // more CPU time per decode step on a Zen 4 (Q4_0, Q4_K, Q5_K, Q6_K; Q8_0
+  // equal), with the same wall time at 2 threads (bandwidth-bound there):
+  // bench_kernels --llama1b --m 1 --isa avx512vnni, cpu_ms_1t.
+  if (m1 - m0 == 1) {
     const ActBlock* a[1] = {act + m0 * nb};
-    int64_t g = g0;
-    for (; g + 2 <= g1; g += 2) run<F, 2, 1>(w, a, m0, g, y);
-    if (g < g1) run<F, 1, 1>(w, a, m0, g, y);
+    for (int64_t g = g0; g < g1; ++g) run<F, 1, 1>(w, a, m0, g, y, true);
     return;
   }
   // Batches: the group's tiles stay in L1/L2 while every row passes over
