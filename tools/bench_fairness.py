@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import multiprocessing
+import os
 from typing import Dict, List, Sequence, Tuple
 
 import bench_clients
@@ -90,7 +91,8 @@ async def _gather_runs(pairs):
 
 def _flood_process(base_url: str, model: str, extra: dict, n: int, input_len: str, output_len: str,
                    rate: float, seed: int) -> dict:
-    """The heavy client's load, run in a process of its own (spawned)."""
+    """The heavy client's load, run in a process of its own (spawned); the
+    run's dict gets that process's id as `pid`."""
     async def go():
         heavy = client(base_url, model, "heavy", extra)
         try:
@@ -98,7 +100,7 @@ def _flood_process(base_url: str, model: str, extra: dict, n: int, input_len: st
                                             None, rate, 1.0, seed)
         finally:
             await heavy.close()
-    return asyncio.run(go())
+    return dict(asyncio.run(go()), pid=os.getpid())
 
 
 async def _flood(light, base_url: str, model: str, extra: dict, args):

@@ -4,6 +4,7 @@ the result JSON's structure and internal consistency (counts, non-negative
 latencies, vLLM's TPOT definition, percentile order), never of speed."""
 import json
 import math
+import os
 import pathlib
 import subprocess
 import sys
@@ -122,3 +123,23 @@ def test_workload_is_deterministic_and_in_range():
     assert all(r.prompt_len + r.output_len <= 1024 for r in chat)
     gaps = list(bench_workload.arrival_delays(2000, 10.0, seed=2))
     assert 0.08 < sum(gaps) / len(gaps) < 0.12  # mean gap 1 / rate
+
+
+def test_fairness_scenario_runs_its_heavy_client_in_another_process(server):
+    """tools/bench-fairness's scenario at a tiny size on the session's server:
+    the flood's heavy client runs in a spawned process and its results come
+    back whole (every request answered, 10x the light client's)."""
+    import argparse
+    import asyncio
+    import bench_fairness
+    args = argparse.Namespace(light_requests=2, light_rate=50.0, input_len="8", output_len="4",
+                              backlog_requests=2, backlog_a_input="8", backlog_a_output="2",
+                              backlog_b_input="4", backlog_b_output="3")
+    run = asyncio.run(bench_fairness.run_policy(server.base_url, "", args))
+    assert run["flood_light"]["metrics"]["completed"] == 2
+    assert run["flood_heavy"]["metrics"]["completed"] == 20
+    assert len(run["flood_heavy"]["requests"]) == 20
+    assert run["flood_heavy"]["pid"] != os.getpid()
+    assert run["flood_total_token_throughput"] > 0
+    s = bench_fairness.summary("fair", run, 1024, 1.0, 2.0)
+    assert s["failed"] == 0 and s["light_ttft_p50_flood_ms"] > 0
