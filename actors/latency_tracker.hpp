@@ -3,9 +3,10 @@
 // sample); ITL = between consecutive tokens of one sample (n samples: n
 // streams); queue time = from submitted() to admitted() (the scheduler
 // actor calls it when it sends the plan of the step that first admits the
-// request; a readmission after a preemption is not counted again). Used where latency is measured: the scheduler actor (one
-// engine) and the scale-out router (the front end's view, which includes
-// the hop to the node). Plain value type; owned and used by one actor.
+// request; a readmission after a preemption is not counted again). Used
+// where latency is measured: the scheduler actor (one engine) and the
+// scale-out router (the front end's view, which includes the hop to the
+// node; it never calls admitted()). Plain value type; owned and used by one actor.
 #pragma once
 
 #include <chrono>

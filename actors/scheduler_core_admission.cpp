@@ -324,15 +324,12 @@ void SchedulerCore::preempt_until_fits(SchedulingPolicy policy, const VictimPick
   GroupPtr best = best_waiting();
   if (best == nullptr) return;
   if (blocks_to_admit(*best) > int64_t(block_stats_.total) - block_stats_.watermark) return;  // never fits: the booker says so
-  int64_t available = available_by_last_counts();
-  int32_t slots = running_seq_slots();
-  while (!fits_now(*best, available, slots)) {
+  // preempt() takes the victim out of running_, so the slots follow; the
+  // blocks it frees count from here on through preempt_freed_.
+  while (!fits_now(*best, available_by_last_counts(), running_seq_slots())) {
     GroupPtr victim = pick(*best);
     if (victim == nullptr) return;
-    const int64_t freed = blocks_held(*victim);
-    available += freed;
-    preempt_freed_ += freed;
-    slots -= seq_slots(*victim);
+    preempt_freed_ += blocks_held(*victim);
     preempt(*victim);
   }
 }

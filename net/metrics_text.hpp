@@ -13,7 +13,8 @@
 //             pagoda:prompt_tokens_total, pagoda:generation_tokens_total,
 //             pagoda:http_requests_total, pagoda:requests_rejected_total
 //  histograms pagoda:time_to_first_token_seconds,
-//             pagoda:inter_token_latency_seconds (cumulative _bucket{le},
+//             pagoda:inter_token_latency_seconds,
+//             pagoda:request_queue_time_seconds (cumulative _bucket{le},
 //             +Inf bucket == _count, _sum in seconds)
 // Pure functions; thread-safe.
 #pragma once
