@@ -16,7 +16,7 @@
 //                        the step before, then fills the masks of the plan's
 //                        sample rows: the matcher work, safe to run on another
 //                        thread while the forward pass runs (the executor
-//                        does: actors/mask_filler.hpp);
+//                        does: actors/job_thread.hpp);
 //   row(seq)/mask(i)     the results, after prepare();
 //   record(plan, ids)    queues the sampled ids (accepted by the next prepare()).
 // A sequence whose matcher rejects an id it must take (a recomputed token,

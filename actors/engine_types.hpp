@@ -211,6 +211,12 @@ struct EngineStats {
   // between two steps: executor bookkeeping and any wait for the next plan).
   uint64_t timed_steps = 0;
   double step_wall_s = 0.0, step_compute_s = 0.0, step_host_s = 0.0;
+  // The executor's host preparation of the steps that ran (sums): on the
+  // critical path (before each forward was issued), and the part done while
+  // the step before ran (ExecutorOptions::prepare_ahead), with the number of
+  // steps so prepared.
+  uint64_t steps_prepared_ahead = 0;
+  double step_prep_s = 0.0, step_ahead_prep_s = 0.0;
   uint64_t failed_steps = 0, timed_out_steps = 0;
   // Supervision: the state, and how often each actor was replaced (died,
   // or hung past step_timeout_s) since the start.

@@ -55,6 +55,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
                                 : ex->backend_->create_kv_cache_for_budget(spec, o.kv_cache_bytes);
   if (!cache) return cache.error();
   ex->cache_ = std::move(cache).value();
+  ex->prepare_ahead_ = o.prepare_ahead;
   ex->max_rows_ = o.max_num_seqs + std::max(o.max_speculative_rows, 0);
   // Sequences the executor may hold at once: the running ones plus those a
   // later plan releases (one step behind), plus forks of the newest plan.
@@ -131,25 +132,15 @@ void Executor::mark_failed(uint64_t step) {
 }
 
 Result<StepResult> Executor::run(const StepPlan& plan, const std::function<void()>& inject) {
-  if (plan.depends_on != 0 && failed(plan.depends_on)) {
-    discard(plan);  // its releases still happen; it is marked failed for its dependents
-    StepResult r;
-    r.step_id = plan.step_id;
-    r.skipped = true;
-    return r;
+  if (prepared_ != nullptr || launched_ != nullptr) {
+    return make_error("executor: run() while a step is prepared or launched");
   }
-  auto guarded = [&]() -> Result<StepResult> {
-    try {
-      return run_step(plan, inject);
-    } catch (const std::exception& e) {
-      return make_error(std::string("executor: ") + e.what());
-    } catch (...) {
-      return make_error("executor: an unknown exception in step " + std::to_string(plan.step_id));
-    }
-  };
-  auto r = guarded();
-  if (!r) mark_failed(plan.step_id);
-  return r;
+  prepare(plan);
+  LaunchHooks hooks;
+  hooks.inject = inject;
+  hooks.inline_device = true;
+  if (auto ended = launch(hooks)) return std::move(*ended);
+  return finish();
 }
 
 void Executor::discard(const StepPlan& plan) {
@@ -160,116 +151,16 @@ void Executor::discard(const StepPlan& plan) {
 }
 
 void Executor::reset() {
+  if (launched_ != nullptr) {
+    if (step_thread_) step_thread_->wait();
+    launched_ = nullptr;
+    device_error_.reset();
+  }
+  prepared_ = nullptr;
   mirror_->clear();
   if (draft_) draft_->clear();
   book_.clear();
   failed_.clear();
-}
-
-Result<StepResult> Executor::run_step(const StepPlan& plan, const std::function<void()>& inject) {
-  compute_ns_ = prep_ns_ = 0;
-  step_start_ns_ = steady_now_ns();
-  // The set of the step before last: a step that sampled nothing did not
-  // synchronize, so its staged uploads may still be queued.
-  staging_set_ ^= 1;
-  staging_[staging_set_].wait_writable();
-  staged_ = 0;
-  if (int32_t(plan.samples.size()) > max_rows_ || int32_t(plan.entries.size()) > max_rows_) {
-    return make_error("executor: the plan has more rows than max_num_seqs + max_speculative_rows");
-  }
-  StepResult out;
-  out.step_id = plan.step_id;
-  if (draft_) draft_state(plan);
-  mirror_->begin(plan, tokens_, bad_, out.errors, &placeholders_);
-  if (auto ok = fill_drafts(plan, out); !ok) return ok.error();
-  mask_wait_ns_ = 0;
-  book_active_ = book_.involves(plan);
-  if (book_active_) book_.stage(plan, tokens_, bad_);
-  if (inject) inject();
-  if (auto ok = tables_->sync(*backend_); !ok) return ok.error();
-  if (auto ok = run_copies(plan); !ok) return ok.error();
-  const bool any_bad = std::find(bad_.begin(), bad_.end(), uint8_t(1)) != bad_.end();
-  if (auto ok = any_bad ? compute_rest(plan, out) : compute(plan, out); !ok) return ok.error();
-  return out;
-}
-
-Result<void> Executor::compute(const StepPlan& plan, StepResult& out) {
-  if (plan.entries.empty()) {
-    if (book_active_) book_.prepare();  // the releases
-    return {};
-  }
-  build_batch(plan);
-  const int64_t t0 = steady_now_ns();
-  prep_ns_ = t0 - step_start_ns_;
-  // The masks of this step's rows are filled while the forward pass runs;
-  // the guard waits for them on every way out (an error, an exception).
-  if (book_active_) start_masks();
-  struct Join {
-    MaskFiller* f;
-    ~Join() { if (f) f->wait(); }
-  } join{book_active_ ? filler_.get() : nullptr};
-  auto logits = model_->forward_device(batch_, cache_);
-  if (!logits) return logits.error();
-  // On the CPU the pass has run; on CUDA it is queued. Either way what is
-  // left of the step is its sampling (set_progress).
-  if (progress_) progress_(plan.step_id);
-  compute_ns_ = steady_now_ns() - t0;
-  if (join.f != nullptr) {
-    join.f = nullptr;
-    finish_masks(out);
-  }
-  mirror_->forks(plan, out.errors);
-  if (plan.samples.empty()) return {};
-  const int64_t t1 = steady_now_ns();
-  if (auto ok = sample(plan, *logits, out); !ok) return ok;
-  compute_ns_ += steady_now_ns() - t1;
-  check_samples(out);
-  if (book_active_) drop_failed_rows(out);
-  sampled_.clear();
-  for (const SampleOutput& s : out.samples) sampled_.push_back(s.token);
-  mirror_->record(plan, sampled_);
-  if (book_active_) book_.record(plan, sampled_);
-  for (const SeqError& e : out.errors) {  // later plans naming it fail alone
-    mirror_->erase(e.seq);
-    book_.erase(e.seq);
-  }
-  return {};
-}
-
-// Rare (a row failed in begin()): copies the plan without the bad entries.
-Result<void> Executor::compute_rest(const StepPlan& plan, StepResult& out) {
-  StepPlan rest;
-  rest.step_id = plan.step_id;
-  rest.forks = plan.forks;  // a fork of a dropped parent fails alone
-  std::vector<int32_t> entry_at(plan.entries.size(), -1);
-  size_t kept = 0;
-  for (size_t i = 0; i < plan.entries.size(); ++i) {
-    if (bad_[i]) continue;
-    entry_at[i] = int32_t(rest.entries.size());
-    rest.entries.push_back(plan.entries[i]);
-    if (kept != i) tokens_[kept] = std::move(tokens_[i]);  // never a self-move
-    ++kept;
-  }
-  tokens_.resize(kept);
-  for (const PlanSample& s : plan.samples) {
-    if (entry_at[size_t(s.entry)] < 0) continue;
-    rest.samples.push_back(s);
-    rest.samples.back().entry = entry_at[size_t(s.entry)];
-  }
-  StepResult part;
-  if (auto ok = compute(rest, part); !ok) return ok;
-  size_t next = 0;
-  for (const PlanSample& s : plan.samples) {
-    if (entry_at[size_t(s.entry)] >= 0) {
-      out.samples.push_back(std::move(part.samples[next++]));
-    } else {
-      SampleOutput failed;
-      failed.seq = s.seq;
-      out.samples.push_back(std::move(failed));
-    }
-  }
-  out.errors.insert(out.errors.end(), part.errors.begin(), part.errors.end());
-  return {};
 }
 
 // A sampled id outside the vocabulary or a non-finite logprob fails that row
@@ -310,21 +201,8 @@ Result<void> Executor::run_copies(const StepPlan& plan) {
   return {};
 }
 
-void Executor::build_batch(const StepPlan& plan) {
-  batch_.clear(1);
-  for (size_t i = 0; i < plan.entries.size(); ++i) {
-    const PlanEntry& e = plan.entries[i];
-    const MirroredSeq* s = mirror_->find(e.seq);
-    batch_.add_sequence_row(tokens_[i], e.num_cached, s == nullptr ? -1 : s->row, *tables_,
-                            block_size(), /*want_logits=*/false);
-  }
-  for (const PlanSample& s : plan.samples) {
-    batch_.logits_rows.push_back(batch_.query_start_loc[size_t(s.entry) + 1] - 1 - s.row_back);
-  }
-}
-
 void Executor::start_masks() {
-  if (!filler_) filler_ = std::make_unique<MaskFiller>();
+  if (!filler_) filler_ = std::make_unique<JobThread>();
   filler_->start([this] { book_.prepare(); });
 }
 

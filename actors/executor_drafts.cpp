@@ -16,22 +16,23 @@ void Executor::draft_state(const StepPlan& plan) {
   }
 }
 
-// Entry i's slots are tokens_[i]'s last num_drafts ids, after its committed
+// Entry i's slots are s.tokens[i]'s last num_drafts ids, after its committed
 // last token at position P = num_cached + num_new - num_drafts - 1. A row
 // without a valid history (the plan carried no prefix) keeps the plan's
 // filler ids, as do all rows without a draft model.
-Result<void> Executor::fill_drafts(const StepPlan& plan, StepResult& out) {
+Result<void> Executor::fill_drafts(Slot& slot) {
+  const StepPlan& plan = slot.plan;
   draft_rows_.clear();
   draft_params_.clear();
   std::vector<size_t> at;  // first params index of each row
   for (size_t i = 0; i < plan.entries.size(); ++i) {
     const PlanEntry& e = plan.entries[i];
     const int32_t k = e.num_drafts;
-    if (k <= 0 || bad_[i] || !draft_) continue;
+    if (k <= 0 || slot.bad[i] || !draft_) continue;
     const MirroredSeq* m = mirror_->find(e.seq);
     const int32_t end = e.num_cached + e.num_new() - k;  // P + 1
     if (m == nullptr || !m->history_valid || int32_t(m->history.size()) < end + k ||
-        k >= int32_t(tokens_[i].size())) {
+        k >= int32_t(slot.tokens[i].size())) {
       continue;
     }
     at.push_back(draft_params_.size());
@@ -44,7 +45,7 @@ Result<void> Executor::fill_drafts(const StepPlan& plan, StepResult& out) {
     DraftRow r;
     r.seq = e.seq;
     r.history = std::span<const TokenId>(m->history).first(size_t(end));
-    r.drafts = std::span<TokenId>(tokens_[i]).last(size_t(k));
+    r.drafts = std::span<TokenId>(slot.tokens[i]).last(size_t(k));
     draft_rows_.push_back(r);
   }
   for (size_t r = 0; r < draft_rows_.size(); ++r) {
@@ -58,7 +59,7 @@ Result<void> Executor::fill_drafts(const StepPlan& plan, StepResult& out) {
     MirroredSeq* m = mirror_->find(r.seq);
     const size_t end = r.history.size();
     std::copy(r.drafts.begin(), r.drafts.end(), m->history.begin() + ptrdiff_t(end));
-    out.drafted.push_back({r.seq, std::vector<TokenId>(r.drafts.begin(), r.drafts.end())});
+    slot.out.drafted.push_back({r.seq, std::vector<TokenId>(r.drafts.begin(), r.drafts.end())});
   }
   return {};
 }

@@ -124,16 +124,14 @@ Result<void> Executor::upload_history(MirroredSeq& s) {
   return {};
 }
 
-Result<void> Executor::sample(const StepPlan& plan, const float* logits, StepResult& out) {
-  const int32_t R = int32_t(plan.samples.size());
-  bool want_top = false;
-  if (auto ok = stage_rows(plan, &want_top); !ok) return ok;
+// On the step thread: rows_dev_ and history_dev_ were staged by stage_rows().
+Result<void> Executor::issue_sample(const StepPlan& plan, const float* logits) {
   uint8_t* o = out_dev_.as<uint8_t>();
   gpu::SamplingParams sp;
   sp.logits = logits;
   sp.rows = rows_dev_.as<const gpu::SamplingRowParams>();
   sp.history = history_dev_.as<const int32_t>();
-  sp.num_rows = R;
+  sp.num_rows = int32_t(plan.samples.size());
   sp.vocab_size = config().vocab_size;
   sp.tokens = reinterpret_cast<int32_t*>(o);
   sp.logprobs = reinterpret_cast<float*>(o + logprobs_at(max_rows_));
@@ -141,25 +139,28 @@ Result<void> Executor::sample(const StepPlan& plan, const float* logits, StepRes
   sp.top_logprobs = reinterpret_cast<float*>(o + top_logprobs_at(max_rows_));
   sp.top_stride = kTop;
   backend_->sample(sp);
-  const size_t bytes = want_top ? out_bytes(max_rows_) : top_tokens_at(max_rows_);
-  if (auto ok = backend_->download(out_dev_, 0, host_out_.data(), bytes); !ok) return ok;
+  const size_t bytes = want_top_ ? out_bytes(max_rows_) : top_tokens_at(max_rows_);
+  return backend_->download(out_dev_, 0, host_out_.data(), bytes);
+}
+
+// The downloaded rows as plan.samples' outputs (after the device part).
+void Executor::unpack(const StepPlan& plan, StepResult& out) const {
   const uint8_t* h = host_out_.data();
-  for (int32_t r = 0; r < R; ++r) {
+  for (size_t r = 0; r < plan.samples.size(); ++r) {
     SampleOutput so;
-    so.seq = plan.samples[size_t(r)].seq;
-    std::memcpy(&so.token, h + size_t(r) * 4, 4);
-    std::memcpy(&so.logprob, h + logprobs_at(max_rows_) + size_t(r) * 4, 4);
-    const size_t k = size_t(rows_[size_t(r)].num_top_logprobs);
+    so.seq = plan.samples[r].seq;
+    std::memcpy(&so.token, h + r * 4, 4);
+    std::memcpy(&so.logprob, h + logprobs_at(max_rows_) + r * 4, 4);
+    const size_t k = size_t(rows_[r].num_top_logprobs);
     so.top_tokens.resize(k);
     so.top_logprobs.resize(k);
     if (k > 0) {
-      const size_t at = size_t(r) * kTop * 4;
+      const size_t at = r * kTop * 4;
       std::memcpy(so.top_tokens.data(), h + top_tokens_at(max_rows_) + at, k * 4);
       std::memcpy(so.top_logprobs.data(), h + top_logprobs_at(max_rows_) + at, k * 4);
     }
     out.samples.push_back(std::move(so));
   }
-  return {};
 }
 
 }  // namespace pagoda::actors

@@ -90,6 +90,10 @@ struct StepReply {
   std::string error;
   StepResult result;
   int64_t received_ns = 0, finished_ns = 0, compute_ns = 0, idle_ns = 0;
+  // Host preparation on the step's critical path, and the part done while
+  // the step before ran (prepared ahead; 0 when it was not): Executor's
+  // last_prep_ns() and last_ahead_ns().
+  int64_t prep_ns = 0, ahead_ns = 0;
   int32_t draft_blocks_total = 0, draft_blocks_used = 0;  // the draft model's pool after the step
 };
 

@@ -48,6 +48,9 @@ EngineStats engine_stats(const SchedulerStats& s, Metrics& m, const SchedulerSta
   e.step_wall_s = m.wall_s;
   e.step_compute_s = m.compute_s;
   e.step_host_s = m.host_s;
+  e.steps_prepared_ahead = m.ahead_steps;
+  e.step_prep_s = m.prep_s;
+  e.step_ahead_prep_s = m.ahead_s;
   e.failed_steps = m.failed_steps;
   e.timed_out_steps = m.timed_out_steps;
   e.state = st.state;
@@ -186,6 +189,9 @@ void on_result(Self self, const StepReply& r) {
       m.compute_s += compute;
       m.host_s += std::max(0.0, wall - compute);
     }
+    m.prep_s += double(r.prep_ns) * 1e-9;
+    m.ahead_s += double(r.ahead_ns) * 1e-9;
+    m.ahead_steps += r.ahead_ns > 0;
   }
   st.metrics.last_finished_ns = r.finished_ns;
   note_answered(self);

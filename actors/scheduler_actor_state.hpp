@@ -32,6 +32,8 @@ struct SchedulerMetrics {
   int64_t last_finished_ns = 0;
   uint64_t timed_steps = 0, failed_steps = 0, timed_out_steps = 0;
   double wall_s = 0.0, compute_s = 0.0, host_s = 0.0;
+  uint64_t ahead_steps = 0;         // steps the executor prepared while the one before ran
+  double prep_s = 0.0, ahead_s = 0.0;
   uint64_t executor_restarts = 0, block_manager_restarts = 0;
   int32_t draft_total = 0, draft_used = 0;  // the executor's last StepReply
 };

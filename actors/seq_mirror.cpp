@@ -41,7 +41,7 @@ void SeqMirror::begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& t
   tokens.resize(plan.entries.size());
   bad.assign(plan.entries.size(), 0);
   for (size_t i = 0; i < plan.entries.size(); ++i) {
-    bool awaited = false;
+    uint64_t awaited = 0;
     if (auto ok = apply_entry(plan.entries[i], tokens[i], awaited); !ok) {
       drop(plan.entries[i].seq);
       tokens[i].clear();
@@ -52,7 +52,7 @@ void SeqMirror::begin(const StepPlan& plan, std::vector<std::vector<TokenId>>& t
     const PlanEntry& e = plan.entries[i];
     if (placeholders == nullptr || e.num_placeholders == 0) continue;
     const int32_t at = int32_t(e.tokens.size());  // the placeholder follows the known ids
-    placeholders->push_back({int32_t(i), at, e.seq, e.num_cached + at, !awaited});
+    placeholders->push_back({int32_t(i), at, e.seq, e.num_cached + at, awaited == 0, awaited});
   }
 }
 
@@ -63,7 +63,7 @@ void SeqMirror::clear() {
 // A table delta's ids are checked by the store's assign(); the coverage and
 // the token count are the mirror's.
 Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens,
-                                    bool& awaited) {
+                                    uint64_t& awaited) {
   if (e.fresh) {
     drop(e.seq);
     MirroredSeq fresh;
@@ -83,7 +83,7 @@ Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& to
   const int64_t need = (int64_t(e.num_cached) + e.num_new() + block_size_ - 1) / block_size_;
   if (int64_t(e.table_from) + int64_t(e.new_blocks.size()) < need || e.num_placeholders < 0 ||
       e.num_placeholders > 1 ||
-      (e.num_placeholders == 1 && s.last_sampled < 0 && !s.awaiting_sample)) {
+      (e.num_placeholders == 1 && s.last_sampled < 0 && s.awaiting_step == 0)) {
     return mirror_error(e.seq, "got a plan entry its table or last sample cannot serve");
   }
   if (!e.new_blocks.empty() || int32_t(tables_->row(s.row).size()) != e.table_from) {
@@ -93,7 +93,7 @@ Result<void> SeqMirror::apply_entry(const PlanEntry& e, std::vector<TokenId>& to
   }
   tokens.assign(e.tokens.begin(), e.tokens.end());
   if (e.num_placeholders == 1) tokens.push_back(s.last_sampled);
-  awaited = s.awaiting_sample;
+  awaited = s.awaiting_step;
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (s.history_valid && size_t(s.num_tokens) + i == s.history.size()) s.history.push_back(tokens[i]);
   }
@@ -112,7 +112,7 @@ void SeqMirror::forks(const StepPlan& plan, std::vector<SeqError>& errors) {
 
 void SeqMirror::expect(const StepPlan& plan) {
   for (const PlanSample& p : plan.samples) {
-    if (MirroredSeq* s = find(p.seq)) s->awaiting_sample = true;
+    if (MirroredSeq* s = find(p.seq)) s->awaiting_step = plan.step_id;
   }
 }
 
@@ -165,7 +165,8 @@ void SeqMirror::record(const StepPlan& plan, std::span<const TokenId> sampled) {
     if (it == seqs_.end()) continue;
     MirroredSeq& s = it->second;
     s.last_sampled = sampled[i];
-    s.awaiting_sample = false;
+    s.recorded_step = plan.step_id;
+    if (s.awaiting_step == plan.step_id) s.awaiting_step = 0;
     if (!s.history_valid) continue;
     const PlanEntry& e = plan.entries[size_t(plan.samples[i].entry)];
     const size_t pos = size_t(e.num_cached + e.num_new());

@@ -23,12 +23,14 @@
 // sequence and lists it (Placeholder). A caller that prepares step N+1
 // before step N's ids are known (a pipelined executor) calls expect(N)
 // after forks(N): then N+1's begin() accepts a placeholder of a sequence
-// awaiting its id (its value is stale or -1, `resolved` false) and the
-// caller patches it after record(N), which writes each sampled id into the
-// history at its position, so either order leaves the same history. The
-// executor today runs steps one at a time (begin after record): every
-// placeholder is resolved at begin.
-// Not thread-safe: the executor's thread.
+// awaiting its id (its value is stale or -1, `resolved` false, `awaits` N)
+// and the caller patches it after record(N) (the sequence's recorded_step
+// is then N), which writes each sampled id into the history at its
+// position, so either order leaves the same history. The executor does so
+// when it prepares a step ahead (executor.hpp, "Pipelined steps"); a step
+// prepared after the one before finished has every placeholder resolved at
+// begin. Not thread-safe: the executor's thread (the caller's, never the
+// step thread).
 #pragma once
 
 #include <cstdint>
@@ -46,7 +48,11 @@ struct MirroredSeq {
   int32_t num_tokens = 0;    // positions with K/V (after the step that wrote them)
   int32_t prompt_len = 0;
   TokenId last_sampled = -1;
-  bool awaiting_sample = false;  // expect() of a step that samples it ran, record() not yet
+  // The step whose sampled id it awaits: expect() of that step ran, its
+  // record() not yet (0: none). A later step's expect() takes it over, so an
+  // earlier step's record() does not end the wait.
+  uint64_t awaiting_step = 0;
+  uint64_t recorded_step = 0;  // the step whose record() set last_sampled
   std::vector<TokenId> history;  // ids by position, while history_valid
   bool history_valid = false;
   int32_t row = -1;              // its TableStore row (also its device history row)
@@ -91,6 +97,7 @@ struct Placeholder {
   SeqId seq = 0;
   int32_t position = 0;
   bool resolved = true;
+  uint64_t awaits = 0;  // not resolved: the step whose record() gives the id
 };
 
 class SeqMirror {
@@ -131,8 +138,8 @@ class SeqMirror {
   int32_t block_size() const { return block_size_; }
 
  private:
-  // awaited: the sequence's last id is still awaited (expect()).
-  Result<void> apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens, bool& awaited);
+  // awaited: the step whose id the sequence still awaits (expect()), or 0.
+  Result<void> apply_entry(const PlanEntry& e, std::vector<TokenId>& tokens, uint64_t& awaited);
   Result<void> fork(const SeqForkOp& f);
   void truncate(const SeqTruncate& t);
   void drop(SeqId seq);

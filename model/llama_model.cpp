@@ -352,8 +352,8 @@ int32_t LlamaModel::graph_bucket(const ForwardBatch& b) const {
 // max_context_len, so it is frozen at the next power of two >= 1024 that
 // holds the batch (empty partitions exit at once), capped at max_model_len;
 // unsplit attention does not use it, so one bucket serves every length.
-Result<const float*> LlamaModel::forward_graph(const ForwardBatch& b, gpu::KvCache& cache,
-                                               int32_t bucket) {
+Result<LlamaModel::StagedForward> LlamaModel::stage_graph(const ForwardBatch& b,
+                                                          gpu::KvCache& cache, int32_t bucket) {
   const int32_t limit = state_.limits().max_model_len;
   int32_t bound = limit;
   if (options_.attention_partition_size != 0) {
@@ -365,15 +365,16 @@ Result<const float*> LlamaModel::forward_graph(const ForwardBatch& b, gpu::KvCac
   }
   auto st = state_.stage_padded(backend_, b, cache, bucket, bound);
   if (!st) return st.error();
-  const GraphFingerprint fp{cache.layer(0).k, b.arena->device(), b.arena->width()};
-  const StagedStep step = *st;
-  auto ok = graphs_->run(backend_, bucket, bound, fp,
-                         [this, &step, &cache] { return issue_step(step, cache); });
-  if (!ok) return ok.error();
-  return static_cast<const float*>(state_.logits());
+  StagedForward out;
+  out.step = *st;
+  out.bucket = bucket;
+  out.bound = bound;
+  out.fp = GraphFingerprint{cache.layer(0).k, b.arena->device(), b.arena->width()};
+  return out;
 }
 
-Result<const float*> LlamaModel::forward_device(const ForwardBatch& batch, gpu::KvCache& cache) {
+Result<LlamaModel::StagedForward> LlamaModel::stage_forward(const ForwardBatch& batch,
+                                                            gpu::KvCache& cache) {
   // Longrope: transformers' choice, by the step's sequence length max(position) + 1.
   // Other models skip the scan of the positions.
   const RopeScaling& rs = config().rope_scaling;
@@ -383,13 +384,29 @@ Result<const float*> LlamaModel::forward_device(const ForwardBatch& batch, gpu::
     for (int32_t p : batch.positions) max_pos = std::max<int64_t>(max_pos, p);
     long_step_ = max_pos + 1 > rs.original_max_position_embeddings;
   }
-  if (const int32_t bucket = graph_bucket(batch); bucket > 0) {
-    return forward_graph(batch, cache, bucket);
-  }
+  if (const int32_t bucket = graph_bucket(batch); bucket > 0) return stage_graph(batch, cache, bucket);
   auto st = state_.stage(backend_, batch, cache);
   if (!st) return st.error();
-  if (auto ok = issue_step(*st, cache); !ok) return ok.error();
+  StagedForward out;
+  out.step = *st;
+  return out;
+}
+
+Result<const float*> LlamaModel::issue_forward(const StagedForward& staged, gpu::KvCache& cache) {
+  if (staged.bucket > 0) {
+    auto ok = graphs_->run(backend_, staged.bucket, staged.bound, staged.fp,
+                           [this, &staged, &cache] { return issue_step(staged.step, cache); });
+    if (!ok) return ok.error();
+  } else if (auto ok = issue_step(staged.step, cache); !ok) {
+    return ok.error();
+  }
   return static_cast<const float*>(state_.logits());
+}
+
+Result<const float*> LlamaModel::forward_device(const ForwardBatch& batch, gpu::KvCache& cache) {
+  auto staged = stage_forward(batch, cache);
+  if (!staged) return staged.error();
+  return issue_forward(*staged, cache);
 }
 
 Result<void> LlamaModel::forward(const ForwardBatch& batch, gpu::KvCache& cache,

@@ -130,6 +130,23 @@ class LlamaModel {
   // floats, valid until the next forward (for on-device sampling).
   Result<const float*> forward_device(const ForwardBatch& batch, gpu::KvCache& cache);
 
+  // forward_device in two halves, for a caller that runs the pass on another
+  // thread (the executor's step thread): stage_forward() checks the batch and
+  // stages its metadata (it reads the batch and its arena's host rows);
+  // issue_forward() runs the pass (CPU) or queues it (CUDA) from the staged
+  // step and reads neither, so the caller may change both in between.
+  // Requires issue_forward() of each staged step before the next
+  // stage_forward(), one thread at a time, and the arena's device rows
+  // unchanged until the pass has run.
+  struct StagedForward {
+    StagedStep step;
+    int32_t bucket = 0;  // > 0: the decode-graph bucket (forward_graph)
+    int32_t bound = 0;   // the graph's context bucket
+    GraphFingerprint fp;
+  };
+  Result<StagedForward> stage_forward(const ForwardBatch& batch, gpu::KvCache& cache);
+  Result<const float*> issue_forward(const StagedForward& staged, gpu::KvCache& cache);
+
  private:
   LlamaModel(gpu::Backend& backend, LlamaWeights weights, LoadOptions options,
              RunState state, gpu::RopeTable rope)
@@ -149,8 +166,8 @@ class LlamaModel {
   Result<void> issue_step(const StagedStep& step, gpu::KvCache& cache);
   // The graph bucket for this batch, or 0 when it runs eagerly.
   int32_t graph_bucket(const ForwardBatch& batch) const;
-  Result<const float*> forward_graph(const ForwardBatch& batch, gpu::KvCache& cache,
-                                     int32_t bucket);
+  Result<StagedForward> stage_graph(const ForwardBatch& batch, gpu::KvCache& cache,
+                                    int32_t bucket);
   Result<void> linear(const DeviceLinear& w, const float* x, int64_t x_stride, float* y,
                       int64_t m);
 

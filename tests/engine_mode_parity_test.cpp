@@ -1,6 +1,8 @@
 // Scheduling one step ahead (async_scheduling, the default; each step booked
 // when the one in flight reports progress, or as soon as it is sent with
-// --book-at-send) against lockstep (--no-async-scheduling) through pagoda::Engine on the real SmolLM2 GGUF
+// --book-at-send; the executor preparing each step while the one before runs,
+// or not with --no-prepare-ahead) against lockstep (--no-async-scheduling)
+// through pagoda::Engine on the real SmolLM2 GGUF
 // (CPU backend, quantized; skips without the model). One mixed load runs in
 // each mode, all requests at once on a KV pool so small that sequences are
 // preempted and recomputed:
@@ -134,11 +136,14 @@ std::vector<Case> mixed_load(const std::vector<int32_t>& stop_prompt, const std:
 
 // at_send: one step ahead, each step booked as soon as the one before is
 // sent (--book-at-send) rather than when it reports progress (the default).
-EngineOptions mode_options(const std::string& path, bool async, bool at_send = false) {
+// prepare_ahead false: each step whole on the executor actor's thread.
+EngineOptions mode_options(const std::string& path, bool async, bool at_send = false,
+                           bool prepare_ahead = true) {
   // 28 blocks of 16 tokens: far fewer than the load's sequences need at once.
   EngineOptions o = pagoda::test::cpu_engine_options(path, model::WeightPrecision::kQuantized, 28, 16, 64);
   o.async_scheduling = async;
   o.book_on_progress = !at_send;
+  o.prepare_ahead = prepare_ahead;
   return o;
 }
 
@@ -148,9 +153,9 @@ struct ModeRun {
 };
 
 ModeRun run_mode(const std::string& path, bool async, const std::vector<Case>& load,
-                 bool at_send = false) {
+                 bool at_send = false, bool prepare_ahead = true) {
   ModeRun run;
-  auto e = Engine::start(mode_options(path, async, at_send));
+  auto e = Engine::start(mode_options(path, async, at_send, prepare_ahead));
   EXPECT_TRUE(e.ok()) << e.error().message;
   if (!e.ok()) return run;
   std::vector<std::shared_ptr<RecordingSink>> sinks;
@@ -186,7 +191,11 @@ TEST(EngineModeParity, MixedLoadGivesTheSameTokensOneStepAheadAndInLockstep) {
   const ModeRun ahead = run_mode(path, true, load);
   const ModeRun lockstep = run_mode(path, false, load);
   const ModeRun at_send = run_mode(path, true, load, /*at_send=*/true);
+  const ModeRun whole = run_mode(path, true, load, false, /*prepare_ahead=*/false);
   ASSERT_EQ(ahead.outcomes.size(), load.size());
+  ASSERT_EQ(whole.outcomes.size(), load.size());
+  EXPECT_GT(ahead.stats.steps_prepared_ahead, 0u) << "no step was prepared while the one before ran";
+  EXPECT_EQ(whole.stats.steps_prepared_ahead, 0u);
   ASSERT_EQ(lockstep.outcomes.size(), load.size());
   ASSERT_EQ(at_send.outcomes.size(), load.size());
   EXPECT_GT(ahead.stats.preemptions, 0u) << "the KV pool should force preemption";
@@ -197,6 +206,7 @@ TEST(EngineModeParity, MixedLoadGivesTheSameTokensOneStepAheadAndInLockstep) {
     EXPECT_EQ(a.cancelled, load[i].cancel_after > 0) << "request " << i;
     EXPECT_TRUE(a == lockstep.outcomes[i]) << "request " << i << " differs between the modes";
     EXPECT_TRUE(a == at_send.outcomes[i]) << "request " << i << " differs when booked at send";
+    EXPECT_TRUE(a == whole.outcomes[i]) << "request " << i << " differs without prepare-ahead";
   }
   EXPECT_EQ(ahead.outcomes[5].finish, std::vector<FinishReason>{FinishReason::stop});
   EXPECT_EQ(ahead.outcomes[6].beams.size(), 2u);

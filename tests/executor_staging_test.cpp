@@ -9,7 +9,10 @@
 //    is pending, and samples the same ids as the plain CPU backend.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -79,13 +82,19 @@ PlanEntry decode(SeqId seq, int32_t cached, TokenId known) {
   return e;
 }
 
-StepPlan plan_of(uint64_t id, std::vector<PlanEntry> entries, bool sample) {
+StepPlan plan_of(uint64_t id, std::vector<PlanEntry> entries, bool sample, float temperature = 0.0f) {
   StepPlan p;
   p.step_id = id;
   p.depends_on = id - 1;
   p.entries = std::move(entries);
   for (size_t i = 0; sample && i < p.entries.size(); ++i) {
     p.samples.push_back(greedy(p.entries[i].seq, int32_t(i)));
+    p.samples.back().params.temperature = temperature;
+    p.samples.back().params.step = id;  // a new draw each step
+    if (temperature > 0) {  // and never an id the sequence has: every step feeds back a new one
+      p.samples.back().use_history = true;
+      p.samples.back().params.presence_penalty = 1e6f;
+    }
   }
   return p;
 }
@@ -93,17 +102,18 @@ StepPlan plan_of(uint64_t id, std::vector<PlanEntry> entries, bool sample) {
 // Two sequences: their prompts in two chunks (the first samples nothing),
 // then `decodes` steps, each feeding back the id sampled last (placeholders,
 // or the known id with `lockstep`). Returns every sampled id, step by step.
-std::vector<std::vector<TokenId>> run(Executor& ex, int decodes, bool lockstep) {
+std::vector<std::vector<TokenId>> run(Executor& ex, int decodes, bool lockstep, float temperature = 0.0f) {
   std::vector<std::vector<TokenId>> out;
   EXPECT_TRUE(ex.run(plan_of(1, {chunk(1, 0, 10), chunk(2, 0, 13)}, false)).ok());
-  auto r = ex.run(plan_of(2, {chunk(1, 10, 24), chunk(2, 13, 24)}, true));
+  auto r = ex.run(plan_of(2, {chunk(1, 10, 24), chunk(2, 13, 24)}, true, temperature));
   EXPECT_TRUE(r.ok() && r->errors.empty());
   if (!r.ok()) return out;
   std::vector<TokenId> last = {r->samples[0].token, r->samples[1].token};
   out.push_back(last);
   for (int d = 0; d < decodes; ++d) {
     const TokenId k1 = lockstep ? last[0] : -1, k2 = lockstep ? last[1] : -1;
-    auto s = ex.run(plan_of(uint64_t(3 + d), {decode(1, 24 + d, k1), decode(2, 24 + d, k2)}, true));
+    auto s = ex.run(plan_of(uint64_t(3 + d), {decode(1, 24 + d, k1), decode(2, 24 + d, k2)}, true,
+                            temperature));
     EXPECT_TRUE(s.ok() && s->errors.empty());
     if (!s.ok()) return out;
     if (!lockstep) {
@@ -149,6 +159,85 @@ TEST(ExecutorStaging, AFakeAsyncDeviceSeesNoStagingRewrittenWhilePending) {
   EXPECT_EQ(got, want);
   EXPECT_GT(fake->async_uploads(), 0);
   EXPECT_EQ(fake->violations(), 0) << "a pinned buffer was rewritten while its upload was queued";
+}
+
+// Prepare-ahead (Executor's "Pipelined steps"): each decode step is
+// launched on the step thread, and the next one is prepared while its
+// device part is held inside its forward (hooks.issued waits until the
+// preparation is done), so the preparation provably overlaps the step.
+// Returns every sampled id, step by step, as run() above does. Seeded
+// sampling at temperature 1, so that each step's ids differ from the step
+// before's (a placeholder filled with a stale id changes the output).
+constexpr float kAheadTemperature = 1.0f;
+std::vector<std::vector<TokenId>> run_ahead(Executor& ex, int decodes, bool fail_middle = false) {
+  std::vector<std::vector<TokenId>> out;
+  EXPECT_TRUE(ex.run(plan_of(1, {chunk(1, 0, 10), chunk(2, 0, 13)}, false)).ok());
+  std::vector<TokenId> last;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool prepared = false;
+  Executor::LaunchHooks hooks;
+  hooks.issued = [&](uint64_t step) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return prepared; });
+    prepared = false;
+    if (fail_middle && step == 4) throw std::runtime_error("device fault in step 4");
+  };
+  ex.prepare(plan_of(2, {chunk(1, 10, 24), chunk(2, 13, 24)}, true, kAheadTemperature));
+  for (int d = 0; d <= decodes; ++d) {
+    EXPECT_FALSE(ex.launch(hooks).has_value()) << "step " << 2 + d << " ended in launch()";
+    if (d > 0 && !fail_middle) {
+      EXPECT_GT(ex.last_ahead_ns(), 0) << "step " << 2 + d << " was prepared ahead";
+      for (size_t i = 0; i < ex.last_placeholders().size(); ++i) {
+        EXPECT_EQ(ex.placeholder_id(i), last[size_t(ex.last_placeholders()[i].seq - 1)]);
+      }
+    }
+    if (d < decodes) {
+      StepPlan next = plan_of(uint64_t(3 + d), {decode(1, 24 + d, -1), decode(2, 24 + d, -1)}, true,
+                              kAheadTemperature);
+      EXPECT_TRUE(ex.can_prepare_ahead(next));
+      ex.prepare(std::move(next));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      prepared = true;
+    }
+    cv.notify_all();
+    auto r = ex.finish();
+    if (fail_middle && d == 2) {
+      EXPECT_FALSE(r.ok());
+      auto skipped = ex.launch(hooks);  // step 5 was prepared on step 4
+      EXPECT_TRUE(skipped.has_value() && skipped->ok() && (*skipped)->skipped);
+      EXPECT_EQ(ex.num_sequences(), 0u) << "the skipped step's sequences stay in the mirror";
+      return out;
+    }
+    EXPECT_TRUE(r.ok() && r->errors.empty());
+    if (!r.ok()) return out;
+    last = {r->samples[0].token, r->samples[1].token};
+    out.push_back(last);
+  }
+  return out;
+}
+
+TEST(ExecutorStaging, StepsPreparedWhileTheStepBeforeRunsSampleTheSameIds) {
+  auto ahead = make(options());
+  auto one = make(options());
+  ASSERT_TRUE(ahead && one);
+  const auto a = run_ahead(*ahead, 4);
+  const auto b = run(*one, 4, false, kAheadTemperature);
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a, b);
+  size_t changed = 0;  // the check can fail: the fed-back ids change from step to step
+  for (size_t i = 1; i < a.size(); ++i) changed += a[i] != a[i - 1];
+  EXPECT_GE(changed, 3u);
+
+}
+
+TEST(ExecutorStaging, AStepPreparedOnAStepThatFailsIsSkippedAndUndone) {
+  auto ex = make(options());
+  ASSERT_TRUE(ex);
+  const auto a = run_ahead(*ex, 4, /*fail_middle=*/true);
+  EXPECT_EQ(a.size(), 2u);
 }
 
 }  // namespace

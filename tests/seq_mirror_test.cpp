@@ -137,6 +137,40 @@ TEST(SeqMirror, BeginningTheNextStepBeforeRecordingLeavesTheSameState) {
   }
 }
 
+// The executor's order when it prepares ahead: step k + 1 is begun (and
+// expects its own samples) while step k runs, and step k's record() comes
+// after that: the record of step k must not end the wait for step k + 1's
+// ids, so step k + 2's placeholders, begun before k + 1 records, are still
+// unresolved and name k + 1 as the step they await.
+TEST(SeqMirror, ARecordDoesNotEndTheWaitForALaterStepsIds) {
+  SeqMirror m(kBlocks, kBlockSize);
+  const StepPlan p1 = prefill_plan(1, {1, 2});
+  const StepPlan p2 = decode_plan(2, {1, 2}, 5), p3 = decode_plan(3, {1, 2}, 6);
+  Step s1, s2, s3;
+  begin(m, p1, s1);
+  m.forks(p1, s1.errors);
+  m.expect(p1);
+  begin(m, p2, s2);  // step 1 still computing
+  m.forks(p2, s2.errors);
+  m.expect(p2);
+  m.record(p1, std::vector<TokenId>{42, 43});
+  for (const Placeholder& ph : s2.placeholders) {
+    EXPECT_FALSE(ph.resolved);
+    EXPECT_EQ(ph.awaits, 1u);
+    EXPECT_EQ(m.find(ph.seq)->recorded_step, 1u);  // step 2's launch may patch it now
+  }
+  begin(m, p3, s3);  // step 2 computing: its ids are still awaited
+  ASSERT_EQ(s3.placeholders.size(), 2u);
+  for (const Placeholder& ph : s3.placeholders) {
+    EXPECT_FALSE(ph.resolved) << "seq " << ph.seq << " took step 1's id for step 2's";
+    EXPECT_EQ(ph.awaits, 2u);
+  }
+  m.record(p2, std::vector<TokenId>{50, 51});
+  EXPECT_EQ(m.find(1)->recorded_step, 2u);
+  EXPECT_EQ(m.find(1)->last_sampled, 50);
+  EXPECT_EQ(m.find(2)->last_sampled, 51);
+}
+
 TEST(SeqMirror, APlaceholderOfASequenceThatNeverSampledFailsAlone) {
   SeqMirror m(kBlocks, kBlockSize);
   Step s1, s2;

@@ -10,12 +10,18 @@
 //
 //   bench_overlap [--model PATH] [--tiny DIR] [--concurrency 1,64,256]
 //                 [--prompt 32] [--tokens 64] [--repeats 1] [--booking progress|send]
+//                 [--prepare-ahead on|off]
 //   --tiny: a config.json directory run with --load-format dummy f32 (a
 //   tiny random model: compute is small, so overhead shows); "" skips it
 //   (and --model "" skips the real model).
 //   --overlap on|off: run one mode only (for profiling; no pairs).
 //   --booking progress|send: with overlap, book each step when the one in
 //   flight reports progress (default) or as soon as it is sent.
+//   --prepare-ahead on|off: the executor prepares each step while the one
+//   before runs on its step thread (default), or runs each step whole
+//   (ExecutorOptions::prepare_ahead). Each row reports the executor's
+//   preparation per step on the critical path (prep_us) and the part hidden
+//   behind the step before (ahead_us, over all steps; ahead_steps of them).
 //   --repeats R: R on/off pairs per model and concurrency, run interleaved
 //   (on,off / off,on alternately, so a slow drift of a shared machine hits
 //   both modes alike); "pairs" then summarises each configuration by the
@@ -47,6 +53,7 @@ struct Args {
   int32_t prompt = 32, tokens = 64, repeats = 1;
   std::string modes = "both";  // on | off | both
   bool book_at_send = false;   // overlap on: --booking send (EngineOptions::book_on_progress off)
+  bool prepare_ahead = true;   // --prepare-ahead on|off
 };
 
 std::vector<int32_t> int_list(const std::string& v) {
@@ -70,6 +77,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--repeats") a.repeats = std::max(1, std::stoi(v));
     else if (k == "--overlap" && (v == "on" || v == "off" || v == "both")) a.modes = v;
     else if (k == "--booking" && (v == "progress" || v == "send")) a.book_at_send = v == "send";
+    else if (k == "--prepare-ahead" && (v == "on" || v == "off")) a.prepare_ahead = v == "on";
     else {
       std::fprintf(stderr, "bench_overlap: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -142,6 +150,7 @@ double run_case(const Case& m, const Args& a, int32_t c, bool overlap, int32_t r
   o.num_blocks = c * ((o.max_model_len + 15) / 16) + 16;
   o.async_scheduling = overlap;
   o.book_on_progress = !a.book_at_send;
+  o.prepare_ahead = a.prepare_ahead;
   auto engine = Engine::start(o);
   if (!engine) {
     std::fprintf(stderr, "bench_overlap: %s\n", engine.error().message.c_str());
@@ -176,10 +185,13 @@ double run_case(const Case& m, const Args& a, int32_t c, bool overlap, int32_t r
   std::printf(
       "%s    {\"model\": \"%s\", \"concurrency\": %d, \"overlap\": %s, \"repeat\": %d, \"steps\": %llu, "
       "\"step_ms\": %.3f, \"compute_ms\": %.3f, \"host_ms\": %.3f, \"host_share\": %.4f, "
+      "\"prep_us\": %.2f, \"ahead_us\": %.2f, \"ahead_steps\": %llu, "
       "\"itl_p50_ms\": %.3f, \"itl_p99_ms\": %.3f, \"output_tok_per_s\": %.1f, \"tokens\": %zu}",
       first ? "" : ",\n", m.model_name, c, overlap ? "true" : "false", repeat,
       (unsigned long long)st.timed_steps, step * 1e3,
-      compute * 1e3, host * 1e3, step > 0 ? host / step : 0.0, percentile(itl, 0.5) * 1e3,
+      compute * 1e3, host * 1e3, step > 0 ? host / step : 0.0, st.step_prep_s / n * 1e6,
+      st.step_ahead_prep_s / n * 1e6, (unsigned long long)st.steps_prepared_ahead,
+      percentile(itl, 0.5) * 1e3,
       percentile(itl, 0.99) * 1e3, tok_per_s, tokens);
   std::fflush(stdout);
   return tok_per_s;

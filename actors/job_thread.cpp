@@ -1,10 +1,10 @@
-#include "actors/mask_filler.hpp"
+#include "actors/job_thread.hpp"
 
 namespace pagoda::actors {
 
-MaskFiller::MaskFiller() : thread_([this] { loop(); }) {}
+JobThread::JobThread() : thread_([this] { loop(); }) {}
 
-MaskFiller::~MaskFiller() {
+JobThread::~JobThread() {
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return !busy_; });
@@ -14,7 +14,7 @@ MaskFiller::~MaskFiller() {
   thread_.join();
 }
 
-void MaskFiller::start(std::function<void()> job) {
+void JobThread::start(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = std::move(job);
@@ -23,12 +23,12 @@ void MaskFiller::start(std::function<void()> job) {
   cv_.notify_all();
 }
 
-void MaskFiller::wait() {
+void JobThread::wait() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return !busy_; });
 }
 
-void MaskFiller::loop() {
+void JobThread::loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stopping_ || busy_; });
