@@ -143,3 +143,29 @@ def test_fairness_scenario_runs_its_heavy_client_in_another_process(server):
     assert run["flood_total_token_throughput"] > 0
     s = bench_fairness.summary("fair", run, 1024, 1.0, 2.0)
     assert s["failed"] == 0 and s["light_ttft_p50_flood_ms"] > 0
+
+
+def test_fairness_checks_cover_every_run_of_a_repeated_policy():
+    """tools/bench-fairness --policies fair,fcfs,fcfs,fair: the light-client
+    check must hold in every fair run, and the throughput ratio is that of
+    the policies' medians (so one drifting run does not decide it)."""
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("bench_fairness_cli", str(ROOT / "tools" / "bench-fairness"))
+    spec = importlib.util.spec_from_loader("bench_fairness_cli", loader)
+    cli = importlib.util.module_from_spec(spec)
+    loader.exec_module(cli)
+
+    def run(policy, ratio, throughput):
+        return {"policy": policy, "light_ttft_ratio": ratio, "backlog": {"gap": 10.0}, "vtc_bound": 100.0,
+                "flood_total_token_throughput": throughput}
+
+    checks = cli.policy_checks([run("fair", 1.1, 100.0), run("fcfs", 3.0, 101.0),
+                                run("fcfs", 3.2, 99.0), run("fair", 1.2, 140.0), run("fair", 1.0, 99.5)])
+    assert checks["light_ttft_ratios"] == [1.1, 1.2, 1.0]
+    assert checks["light_ttft_within_1.3x"] is True
+    assert checks["throughput_fair_over_fcfs"] == 1.0  # medians 100 / 100, not the 140 outlier
+    assert checks["throughput_within_3pct"] is True
+    checks = cli.policy_checks([run("fair", 1.1, 100.0), run("fair", 1.4, 100.0)])
+    assert checks["light_ttft_within_1.3x"] is False  # one fair run over 1.3x fails the check
+    assert "throughput_fair_over_fcfs" not in checks
