@@ -55,7 +55,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ExecutorOptions& o) {
                                 : ex->backend_->create_kv_cache_for_budget(spec, o.kv_cache_bytes);
   if (!cache) return cache.error();
   ex->cache_ = std::move(cache).value();
-  ex->prepare_ahead_ = o.prepare_ahead;
+  ex->prepare_ahead_ = o.prepare_ahead.value_or(cuda);
   ex->max_rows_ = o.max_num_seqs + std::max(o.max_speculative_rows, 0);
   // Sequences the executor may hold at once: the running ones plus those a
   // later plan releases (one step behind), plus forks of the newest plan.

@@ -98,9 +98,12 @@ struct ExecutorOptions {
   bool async_uploads = true;
   // The executor actor prepares step N+1 (mirror deltas, flattened batch)
   // while step N's forward and sampling run on the executor's step thread
-  // ("Pipelined steps" below). false: each step runs whole on the actor's
-  // thread (run()), as before issue 22 item 4.
-  bool prepare_ahead = true;
+  // ("Pipelined steps" below); false: each step runs whole on the actor's
+  // thread (run()). nullopt: on with CUDA (the pass is queued, so the host
+  // work overlaps the device's), off on the CPU, where plan N+1 only comes
+  // once N's pass has run and the thread hand-offs measured 3-5% slower
+  // steps at 8 and 16 streams on a 2-vCPU guest (docs/benchmarks.md).
+  std::optional<bool> prepare_ahead;
   // Tests: wraps the backend made for these options (e.g. to corrupt one
   // row's logits or sampled id). Empty: the backend as made.
   std::function<std::unique_ptr<gpu::Backend>(std::unique_ptr<gpu::Backend>)> wrap_backend;

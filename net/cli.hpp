@@ -40,7 +40,7 @@ inline void add_load_format_options(CLI::App* cmd, std::string& load_format,
 }
 
 // The engine's runtime flags, shared by serve and generate:
-// --no-async-scheduling (lockstep), --book-at-send, --no-prepare-ahead, --step-timeout S,
+// --no-async-scheduling (lockstep), --book-at-send, --prepare-ahead auto|on|off, --step-timeout S,
 // --actor-threads N
 // (request actors' pool), --shared-engine-threads (scheduler and block
 // manager on that pool instead of a thread each); and the CUDA step features
@@ -53,7 +53,7 @@ inline void add_load_format_options(CLI::App* cmd, std::string& load_format,
 struct EngineRuntimeArgs {
   bool no_async_scheduling = false;
   bool book_at_send = false;
-  bool no_prepare_ahead = false;
+  std::string prepare_ahead = "auto";
   double step_timeout_s = 300.0;
   size_t actor_threads = 2;
   bool shared_engine_threads = false;
@@ -75,9 +75,11 @@ inline void add_engine_runtime_options(CLI::App* cmd, EngineRuntimeArgs& a) {
                 "One step ahead: book the next step as soon as a step is sent (default: when the "
                 "step in flight has run its forward pass, so that a request arriving meanwhile "
                 "joins the next step)");
-  cmd->add_flag("--no-prepare-ahead", a.no_prepare_ahead,
-                "Run each step whole on the executor's thread (default: the executor prepares "
-                "the next step while a step's forward pass and sampling run on its step thread)");
+  cmd->add_option("--prepare-ahead", a.prepare_ahead,
+                  "The executor prepares the next step while a step's forward pass and sampling "
+                  "run on its step thread (on), or runs each step whole on its thread (off); auto: "
+                  "on with CUDA, off on the CPU")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   cmd->add_option("--step-timeout", a.step_timeout_s,
                   "Seconds a step may take before its requests end with an error (0: no limit)");
   cmd->add_option("--actor-threads", a.actor_threads, "Threads for the request actors");
@@ -128,7 +130,7 @@ template <class EngineOptions>
 void apply_engine_runtime_options(const EngineRuntimeArgs& a, EngineOptions& o) {
   o.async_scheduling = !a.no_async_scheduling;
   o.book_on_progress = !a.book_at_send;
-  o.prepare_ahead = !a.no_prepare_ahead;
+  if (a.prepare_ahead != "auto") o.prepare_ahead = a.prepare_ahead == "on";
   o.step_timeout_s = a.step_timeout_s;
   o.actor_threads = a.actor_threads;
   o.dedicated_engine_threads = !a.shared_engine_threads;

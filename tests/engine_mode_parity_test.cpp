@@ -1,7 +1,7 @@
 // Scheduling one step ahead (async_scheduling, the default; each step booked
 // when the one in flight reports progress, or as soon as it is sent with
 // --book-at-send; the executor preparing each step while the one before runs,
-// or not with --no-prepare-ahead) against lockstep (--no-async-scheduling)
+// or not: --prepare-ahead on|off) against lockstep (--no-async-scheduling)
 // through pagoda::Engine on the real SmolLM2 GGUF
 // (CPU backend, quantized; skips without the model). One mixed load runs in
 // each mode, all requests at once on a KV pool so small that sequences are

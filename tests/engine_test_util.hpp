@@ -19,7 +19,9 @@
 namespace pagoda::test {
 
 // The CPU backend, 16-token blocks, max_model_len 512, scheduling ahead
-// unless PAGODA_TEST_SCHEDULING=lockstep.
+// unless PAGODA_TEST_SCHEDULING=lockstep; one step ahead, the executor also
+// prepares ahead (the CUDA default, off by default on the CPU), so the
+// suites run both executor paths.
 inline actors::EngineOptions cpu_engine_options(const std::string& path, model::WeightPrecision p,
                                                 int32_t blocks, int32_t max_seqs, int32_t max_tokens) {
   actors::EngineOptions o;
@@ -32,6 +34,7 @@ inline actors::EngineOptions cpu_engine_options(const std::string& path, model::
   o.max_num_batched_tokens = max_tokens;
   o.max_model_len = 512;
   o.async_scheduling = async_scheduling_under_test();
+  o.prepare_ahead = o.async_scheduling;
   return o;
 }
 

@@ -20,6 +20,7 @@ inline actors::EngineOptions server_engine_options(const std::string& model_path
   o.max_num_seqs = 32;
   o.max_num_batched_tokens = 256;
   o.async_scheduling = async_scheduling_under_test();
+  o.prepare_ahead = o.async_scheduling;  // as cpu_engine_options
   return o;
 }
 
