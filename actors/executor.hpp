@@ -252,6 +252,8 @@ class Executor : private TableStore {
   };
 
   Executor() = default;
+  // plain() less the constraint book's part.
+  bool plain_shape(const StepPlan& plan) const;
   Slot& free_slot();
   void prepare_slot(Slot& s);
   // rest and batch from plan and bad (again when launch() finds new bad rows).

@@ -31,9 +31,11 @@ Result<T> guarded(uint64_t step, F&& fn) {
 }  // namespace
 
 bool Executor::plain(const StepPlan& plan) const {
-  if (draft_ || !plan.pre_forks.empty() || !plan.truncates.empty() || book_.involves(plan)) {
-    return false;
-  }
+  return !book_.involves(plan) && plain_shape(plan);
+}
+
+bool Executor::plain_shape(const StepPlan& plan) const {
+  if (draft_ || !plan.pre_forks.empty() || !plan.truncates.empty()) return false;
   for (const PlanSample& s : plan.samples) {
     if (s.row_back != 0) return false;
   }
@@ -67,13 +69,14 @@ void Executor::prepare(StepPlan plan) {
   Slot& s = free_slot();
   s.plan = std::move(plan);
   s.rest = StepPlan{};
-  s.has_rest = s.skip = s.book = s.device = false;
+  s.has_rest = s.skip = s.device = false;
   s.error.reset();
   s.out = StepResult{};
   s.out.step_id = s.plan.step_id;
   s.placeholders.clear();
   s.ahead = launched_ != nullptr;
-  s.plain = plain(s.plan);
+  s.book = book_.involves(s.plan);
+  s.plain = !s.book && plain_shape(s.plan);
   prepared_ = &s;
   const int64_t t0 = steady_now_ns();
   if (s.plan.depends_on != 0 && failed(s.plan.depends_on)) {
@@ -101,7 +104,6 @@ void Executor::prepare_slot(Slot& s) {
     s.error = ok.error();
     return;
   }
-  s.book = book_.involves(plan);
   if (s.book) book_.stage(plan, s.tokens, s.bad);
   mirror_->forks(plan, s.out.errors);
   mirror_->expect(plan);  // for a next step prepared before this one's ids are known
@@ -146,12 +148,13 @@ void Executor::build_batch(Slot& s) {
 }
 
 void Executor::resolve(Slot& s) {
-  bool dropped = false;
-  for (size_t i = 0; i < s.plan.entries.size(); ++i) {
+  bool dropped = false, patched = false;
+  // Prepared back to back with its launch, a step's entries are all still
+  // mirrored; prepared ahead, the step before may have failed one alone.
+  for (size_t i = 0; s.ahead && i < s.plan.entries.size(); ++i) {
     if (s.bad[i]) continue;
     const SeqId seq = s.plan.entries[i].seq;
-    const MirroredSeq* m = mirror_->find(seq);
-    if (m == nullptr) {  // the step before failed it alone
+    if (mirror_->find(seq) == nullptr) {
       s.bad[i] = 1;
       dropped = true;
       s.out.errors.push_back({seq, "executor: sequence " + std::to_string(seq) +
@@ -170,16 +173,21 @@ void Executor::resolve(Slot& s) {
       continue;
     }
     s.tokens[size_t(p.entry)][size_t(p.index)] = m->last_sampled;
-    p.resolved = true;
+    p.resolved = patched = true;
   }
-  // The flattened ids: rebuilt (rare: a row failed alone) or patched in place.
-  if (dropped || s.has_rest) {
+  if (dropped) {  // rare: the batch without the rows that failed
     build_rest(s);
     build_batch(s);
     return;
   }
+  if (!patched) return;
+  // The flattened ids, patched in place: an entry's batch row is its index
+  // less the failed entries before it (placeholders are in entry order).
+  size_t e = 0, bad_before = 0;
   for (const Placeholder& p : s.placeholders) {
-    const int32_t at = s.batch.query_start_loc[size_t(p.entry)] + p.index;  // entry == batch row
+    for (; e < size_t(p.entry); ++e) bad_before += s.bad[e];
+    if (s.bad[size_t(p.entry)]) continue;
+    const int32_t at = s.batch.query_start_loc[size_t(p.entry) - bad_before] + p.index;
     s.batch.token_ids[size_t(at)] = s.tokens[size_t(p.entry)][size_t(p.index)];
   }
 }
